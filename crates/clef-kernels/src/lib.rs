@@ -1,1 +1,33 @@
-//! clef-kernels
+//! CPU kernels over plain f32 slices with explicit shapes: matmul against weights in their
+//! stored format (expanded panel by panel), norms, activations, the Gated DeltaNet scan and
+//! softmax attention.
+//!
+//! Activations are always f32, row-major and contiguous, and every reduction accumulates in
+//! f32. SIMD paths are chosen at run time ([`Isa::detect`]) and each has a portable twin that
+//! the tests compare it with. Parallel kernels run on the current rayon pool; none creates a
+//! pool of its own.
+
+// Kernels over slices with explicit shapes take many scalar arguments by design (the API
+// contract); bundling them into structs would only hide the shapes.
+#![allow(clippy::too_many_arguments)]
+
+mod activation;
+mod attention;
+mod decode;
+mod deltanet;
+mod error;
+mod isa;
+mod matmul;
+mod norm;
+mod peak;
+mod weights;
+
+pub use activation::{gelu_erf, gelu_tanh, sigmoid, silu, softmax_in_place, softplus};
+pub use attention::{attention, causal_attention};
+pub use deltanet::{gated_delta_rule, gated_delta_rule_recurrent, DeltaNetDims};
+pub use error::KernelError;
+pub use isa::Isa;
+pub use matmul::{matmul, matmul_bias, matmul_panels, matmul_scalar};
+pub use norm::{l2_normalize, layer_norm, rms_norm, rms_norm_gated};
+pub use peak::measure_fma_peak_gflops;
+pub use weights::{PanelDecode, WeightData, WeightView};
