@@ -1,1 +1,19 @@
-//! clef-model
+//! Clef model loading and inference: configuration, memory-mapped checkpoints, the Qwen3.5
+//! hybrid backbone with chunked prefill, and the joint schema head.
+
+pub mod backbone;
+pub mod checkpoint;
+pub mod config;
+pub mod error;
+pub mod head;
+pub mod layout;
+pub mod linear;
+pub mod model;
+pub mod synth;
+pub mod tensor;
+
+pub use backbone::rope::Positions;
+pub use config::{HeadConfig, LayerKind, ModelConfig};
+pub use error::{ModelError, Result};
+pub use head::layout::{OptionLayout, QuestionLayout, SchemaLayout};
+pub use model::{MediaRows, Model, PrefillOrder, Prompt, RunOptions, Timings};

@@ -1,0 +1,177 @@
+//! Checkpoint folders as published (`model.safetensors` or sharded `model-*.safetensors` with
+//! `model.safetensors.index.json`, plus `joint_head.safetensors`), read through memory maps.
+//!
+//! Loading *takes* tensors by name with their expected shapes; whatever is left at the end is
+//! an unexpected tensor and an error, so a checkpoint of another architecture or a damaged
+//! conversion is refused instead of silently half-used.
+
+pub mod safetensors_file;
+pub mod writer;
+
+use crate::error::{ModelError, Result};
+use crate::tensor::Tensor;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+/// Named tensors gathered from one or more files, consumed by the model builders.
+pub struct TensorSet {
+    tensors: HashMap<String, (Tensor, String)>,
+    pub metadata: HashMap<String, String>,
+}
+
+impl TensorSet {
+    pub fn new() -> Self {
+        TensorSet {
+            tensors: HashMap::new(),
+            metadata: HashMap::new(),
+        }
+    }
+
+    pub fn from_tensors(tensors: impl IntoIterator<Item = Tensor>) -> Result<Self> {
+        let mut set = TensorSet::new();
+        for t in tensors {
+            set.insert(t, "memory")?;
+        }
+        Ok(set)
+    }
+
+    fn insert(&mut self, t: Tensor, file: &str) -> Result<()> {
+        if let Some((_, first)) = self.tensors.get(&t.name) {
+            return Err(ModelError::DuplicateTensor {
+                name: t.name.clone(),
+                first: first.clone(),
+                second: file.to_string(),
+            });
+        }
+        self.tensors.insert(t.name.clone(), (t, file.to_string()));
+        Ok(())
+    }
+
+    /// Add every tensor of a safetensors file.
+    pub fn add_file(&mut self, path: &Path) -> Result<()> {
+        let file = safetensors_file::open(path)?;
+        let label = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| path.display().to_string());
+        for t in file.tensors {
+            self.insert(t, &label)?;
+        }
+        self.metadata.extend(file.metadata);
+        Ok(())
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.tensors.contains_key(name)
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Tensor> {
+        self.tensors.get(name).map(|(t, _)| t)
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &String> {
+        self.tensors.keys()
+    }
+
+    /// Remove and return a tensor, checking its shape.
+    pub fn take(&mut self, name: &str, shape: &[usize]) -> Result<Tensor> {
+        let Some((t, _)) = self.tensors.remove(name) else {
+            return Err(ModelError::MissingTensor {
+                name: name.to_string(),
+                expected: shape.to_vec(),
+            });
+        };
+        if t.shape != shape {
+            return Err(ModelError::TensorShape {
+                name: name.to_string(),
+                found: t.shape.clone(),
+                expected: shape.to_vec(),
+            });
+        }
+        Ok(t)
+    }
+
+    /// Remove and return a tensor whose shape the caller checks itself.
+    pub fn take_any(&mut self, name: &str) -> Option<Tensor> {
+        self.tensors.remove(name).map(|(t, _)| t)
+    }
+
+    /// Drop every tensor whose name starts with `prefix` (parts a runtime does not use,
+    /// e.g. the vision tower in a text-only run), returning how many were dropped.
+    pub fn discard_prefix(&mut self, prefix: &str) -> usize {
+        let before = self.tensors.len();
+        self.tensors.retain(|k, _| !k.starts_with(prefix));
+        before - self.tensors.len()
+    }
+
+    /// Error on the first leftover tensor (sorted, so the message is deterministic).
+    pub fn finish(self) -> Result<()> {
+        let leftovers: BTreeMap<_, _> = self.tensors.into_iter().collect();
+        if let Some((name, (_, file))) = leftovers.into_iter().next() {
+            return Err(ModelError::ExtraTensor { name, file });
+        }
+        Ok(())
+    }
+}
+
+impl Default for TensorSet {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The backbone weight files of a release folder: `model.safetensors`, or the shards named by
+/// `model.safetensors.index.json`.
+pub fn backbone_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let single = dir.join("model.safetensors");
+    if single.is_file() {
+        return Ok(vec![single]);
+    }
+    let index = dir.join("model.safetensors.index.json");
+    if !index.is_file() {
+        return Err(ModelError::io(
+            &single,
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "neither model.safetensors nor model.safetensors.index.json exists",
+            ),
+        ));
+    }
+    let text = std::fs::read_to_string(&index).map_err(|e| ModelError::io(&index, e))?;
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| ModelError::Json {
+        path: index.clone(),
+        message: e.to_string(),
+    })?;
+    let map = value
+        .get("weight_map")
+        .and_then(|m| m.as_object())
+        .ok_or_else(|| ModelError::config(&index, "missing `weight_map` object"))?;
+    let mut files: Vec<String> = Vec::new();
+    for (tensor, file) in map {
+        let file = file
+            .as_str()
+            .ok_or_else(|| ModelError::config(&index, format!("`{tensor}` maps to a non-string")))?;
+        // Shard names come from a file a user downloaded: keep them inside the folder.
+        if file.contains('/') || file.contains('\\') || file.starts_with('.') {
+            return Err(ModelError::config(
+                &index,
+                format!("shard name `{file}` must be a plain file name"),
+            ));
+        }
+        if !files.iter().any(|f| f == file) {
+            files.push(file.to_string());
+        }
+    }
+    files.sort();
+    Ok(files.into_iter().map(|f| dir.join(f)).collect())
+}
+
+/// Open every backbone shard of a release folder. A tensor the index names but no shard holds
+/// surfaces as a missing tensor when the model takes it.
+pub fn open_backbone(dir: &Path) -> Result<TensorSet> {
+    let mut set = TensorSet::new();
+    for f in backbone_files(dir)? {
+        set.add_file(&f)?;
+    }
+    Ok(set)
+}

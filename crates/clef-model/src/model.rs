@@ -1,0 +1,253 @@
+//! A loaded Clef model: backbone, joint schema head and the `lm_head` rows the head gathers.
+//! `score` runs one prompt from token ids (plus optional media rows) to option logits.
+
+use crate::backbone::rope::Positions;
+use crate::backbone::state::Scratch;
+use crate::backbone::Backbone;
+use crate::checkpoint::{self, TensorSet};
+use crate::config::{HeadConfig, ModelConfig};
+use crate::error::{ModelError, Result};
+use crate::head::layout::SchemaLayout;
+use crate::head::stream::HeadStream;
+use crate::head::JointHead;
+use crate::tensor::Tensor;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// How the prefill walks the (rows × layers) grid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum PrefillOrder {
+    /// Chunk by chunk through all layers: activation memory bounded by the chunk size.
+    #[default]
+    ChunkMajor,
+    /// Layer by layer over all rows, releasing each layer's weight pages afterwards: weight
+    /// memory bounded by one layer (models larger than RAM), activations [len, hidden].
+    LayerMajor,
+}
+
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Rows per prefill call (128 by default, as the ANE artifact runs).
+    pub chunk_size: usize,
+    pub order: PrefillOrder,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            chunk_size: 128,
+            order: PrefillOrder::ChunkMajor,
+        }
+    }
+}
+
+/// Replacement input embeddings for a run of rows (the vision tower's merged outputs).
+pub struct MediaRows {
+    pub start: usize,
+    /// `[len, hidden]`.
+    pub rows: Vec<f32>,
+}
+
+/// One prompt, ready to run.
+pub struct Prompt<'a> {
+    pub ids: &'a [u32],
+    pub positions: Positions,
+    pub media: Vec<MediaRows>,
+    pub layout: SchemaLayout,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Timings {
+    pub backbone_s: f64,
+    pub head_s: f64,
+    pub tokens: usize,
+}
+
+pub struct Model {
+    pub dir: PathBuf,
+    pub config: ModelConfig,
+    pub head_config: HeadConfig,
+    pub backbone: Backbone,
+    pub head: JointHead,
+    pub lm_head: Tensor,
+}
+
+impl Model {
+    /// Load a release folder (or a bundle in the same layout).
+    pub fn load(dir: &Path) -> Result<Model> {
+        let config = ModelConfig::from_file(&dir.join("config.json"))?;
+        let head_config = HeadConfig::from_file(&dir.join("joint_head_config.json"))?;
+        if head_config.hidden_size != config.text_config.hidden_size {
+            return Err(ModelError::config(
+                dir.join("joint_head_config.json"),
+                format!(
+                    "head hidden_size {} differs from the backbone's {}",
+                    head_config.hidden_size, config.text_config.hidden_size
+                ),
+            ));
+        }
+        let mut set = checkpoint::open_backbone(dir)?;
+        let backbone = Backbone::take(&mut set, &config)?;
+        let lm_head = set.take(
+            "lm_head.weight",
+            &[config.text_config.vocab_size, config.text_config.hidden_size],
+        )?;
+        lm_head.matrix()?;
+        // The vision tower's tensors are taken by the vision module when media support is
+        // loaded; a text-only engine leaves them mapped but unused.
+        set.discard_prefix("model.visual.");
+        set.finish()?;
+
+        let mut hset = TensorSet::new();
+        hset.add_file(&dir.join("joint_head.safetensors"))?;
+        let head = JointHead::take(&mut hset, &head_config)?;
+        hset.finish()?;
+        Ok(Model {
+            dir: dir.to_path_buf(),
+            config,
+            head_config,
+            backbone,
+            head,
+            lm_head,
+        })
+    }
+
+    pub fn hidden(&self) -> usize {
+        self.config.text_config.hidden_size
+    }
+
+    /// ℓ_o for every option: mean of the raw `lm_head` rows of its tokens.
+    fn lexical_vectors(&self, layout: &SchemaLayout) -> Result<Vec<f32>> {
+        let h = self.hidden();
+        let w = self.lm_head.matrix()?;
+        let vocab = w.rows;
+        let mut out = Vec::with_capacity(layout.num_options() * h);
+        let mut row = vec![0.0f32; h];
+        for q in &layout.questions {
+            for o in &q.options {
+                let mut acc = vec![0.0f64; h];
+                for &id in &o.token_ids {
+                    if id as usize >= vocab {
+                        return Err(ModelError::Input(format!("token id {id} outside lm_head ({vocab} rows)")));
+                    }
+                    w.row_to_f32(id as usize, &mut row);
+                    for (a, v) in acc.iter_mut().zip(&row) {
+                        *a += *v as f64;
+                    }
+                }
+                let len = o.token_ids.len() as f64;
+                out.extend(acc.iter().map(|v| (*v / len) as f32));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Run a prompt to option logits (encode order per question). `cancelled` is polled at
+    /// every chunk boundary so a request whose client left stops promptly.
+    pub fn score(&self, prompt: &Prompt, opts: &RunOptions, cancelled: &dyn Fn() -> bool) -> Result<(Vec<Vec<f32>>, Timings)> {
+        let len = prompt.ids.len();
+        if len == 0 || prompt.layout.len != len || prompt.positions.len() != len {
+            return Err(ModelError::Input(format!(
+                "prompt of {len} ids with {} positions and a layout of {} rows",
+                prompt.positions.len(),
+                prompt.layout.len
+            )));
+        }
+        let h = self.hidden();
+        for m in &prompt.media {
+            if m.rows.len() % h != 0 || m.start + m.rows.len() / h > len {
+                return Err(ModelError::Input("media rows do not fit the prompt".into()));
+            }
+        }
+        let chunk = opts.chunk_size.max(1);
+        let mut timings = Timings {
+            tokens: len,
+            ..Default::default()
+        };
+        let mut stream = HeadStream::new(&self.head, &prompt.layout)?;
+        let mut state = self.backbone.new_state(len);
+        let mut scratch = Scratch::default();
+
+        let embed_rows = |start: usize, n: usize, x: &mut [f32]| -> Result<()> {
+            self.backbone.embed(&prompt.ids[start..start + n], &mut x[..n * h])?;
+            for m in &prompt.media {
+                let mlen = m.rows.len() / h;
+                let (a, b) = (m.start.max(start), (m.start + mlen).min(start + n));
+                if a < b {
+                    x[(a - start) * h..(b - start) * h].copy_from_slice(&m.rows[(a - m.start) * h..(b - m.start) * h]);
+                }
+            }
+            Ok(())
+        };
+
+        match opts.order {
+            PrefillOrder::ChunkMajor => {
+                let mut x = vec![0.0f32; chunk * h];
+                let mut start = 0;
+                while start < len {
+                    if cancelled() {
+                        return Err(ModelError::Cancelled);
+                    }
+                    let n = chunk.min(len - start);
+                    embed_rows(start, n, &mut x)?;
+                    let t0 = Instant::now();
+                    self.backbone
+                        .forward_chunk(&mut x[..n * h], n, &prompt.positions, &mut state, &mut scratch)?;
+                    let t1 = Instant::now();
+                    stream.push(&x, n)?;
+                    timings.backbone_s += (t1 - t0).as_secs_f64();
+                    timings.head_s += t1.elapsed().as_secs_f64();
+                    start += n;
+                }
+            }
+            PrefillOrder::LayerMajor => {
+                let mut x = vec![0.0f32; len * h];
+                embed_rows(0, len, &mut x)?;
+                let t0 = Instant::now();
+                for li in 0..self.backbone.layers.len() {
+                    let mut start = 0;
+                    while start < len {
+                        if cancelled() {
+                            return Err(ModelError::Cancelled);
+                        }
+                        let n = chunk.min(len - start);
+                        self.backbone.forward_layer(
+                            li,
+                            &mut x[start * h..(start + n) * h],
+                            n,
+                            start,
+                            &prompt.positions,
+                            &mut state,
+                            &mut scratch,
+                        )?;
+                        start += n;
+                    }
+                    self.backbone.release_layer(li);
+                }
+                timings.backbone_s += t0.elapsed().as_secs_f64();
+                let mut start = 0;
+                while start < len {
+                    let n = chunk.min(len - start);
+                    let rows = &mut x[start * h..(start + n) * h];
+                    self.backbone.final_norm_in_place(rows, n, &mut scratch);
+                    let t1 = Instant::now();
+                    stream.push(rows, n)?;
+                    timings.head_s += t1.elapsed().as_secs_f64();
+                    start += n;
+                }
+            }
+        }
+
+        let t2 = Instant::now();
+        let inputs = stream.finish()?;
+        let lexical = self.lexical_vectors(&prompt.layout)?;
+        let logits = self.head.forward(&prompt.layout, &inputs, &lexical)?;
+        timings.head_s += t2.elapsed().as_secs_f64();
+        for (qi, q) in logits.iter().enumerate() {
+            if q.iter().any(|v| !v.is_finite()) {
+                return Err(ModelError::NonFinite(format!("the logits of question {qi}")));
+            }
+        }
+        Ok((logits, timings))
+    }
+}

@@ -1,0 +1,234 @@
+//! A tensor as stored in a checkpoint: bytes in their stored dtype, usually inside a
+//! memory-mapped file. The engine reads weights through these views and never converts a
+//! whole matrix to f32, so resident memory stays close to the file size.
+
+use crate::error::{ModelError, Result};
+use clef_kernels::{WeightData, WeightView};
+use half::{bf16, f16};
+use memmap2::Mmap;
+use std::sync::Arc;
+
+/// Element types the engine understands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dtype {
+    F32,
+    F16,
+    Bf16,
+    U8,
+    I64,
+}
+
+impl Dtype {
+    pub fn size(self) -> usize {
+        match self {
+            Dtype::F32 => 4,
+            Dtype::F16 | Dtype::Bf16 => 2,
+            Dtype::U8 => 1,
+            Dtype::I64 => 8,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Dtype::F32 => "F32",
+            Dtype::F16 => "F16",
+            Dtype::Bf16 => "BF16",
+            Dtype::U8 => "U8",
+            Dtype::I64 => "I64",
+        }
+    }
+
+    pub fn from_safetensors(d: safetensors::Dtype) -> Option<Self> {
+        use safetensors::Dtype as S;
+        Some(match d {
+            S::F32 => Dtype::F32,
+            S::F16 => Dtype::F16,
+            S::BF16 => Dtype::Bf16,
+            S::U8 => Dtype::U8,
+            S::I64 => Dtype::I64,
+            _ => return None,
+        })
+    }
+
+    pub fn to_safetensors(self) -> safetensors::Dtype {
+        use safetensors::Dtype as S;
+        match self {
+            Dtype::F32 => S::F32,
+            Dtype::F16 => S::F16,
+            Dtype::Bf16 => S::BF16,
+            Dtype::U8 => S::U8,
+            Dtype::I64 => S::I64,
+        }
+    }
+}
+
+/// Backing bytes of one or more tensors.
+pub enum Storage {
+    Mapped(Mmap),
+    Owned(Vec<u8>),
+}
+
+impl Storage {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Storage::Mapped(m) => m,
+            Storage::Owned(v) => v,
+        }
+    }
+
+    /// Tell the kernel a range of mapped weights will not be needed soon, so a model larger
+    /// than RAM can stream through its layers (`--low-memory`). A no-op for owned storage.
+    pub fn release(&self, offset: usize, len: usize) {
+        #[cfg(unix)]
+        if let Storage::Mapped(m) = self {
+            // Page-align inward: the advice must not touch neighbouring tensors' pages
+            // beyond what the kernel rounds anyway, and failures only cost memory.
+            let page = 4096;
+            let start = offset.div_ceil(page) * page;
+            let end = (offset + len) / page * page;
+            if end > start {
+                // SAFETY: the mapping is read-only and backed by the file, so dropped pages
+                // are read back from the file on next access; no data can be lost.
+                let _ = unsafe {
+                    m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
+                };
+            }
+        }
+        let _ = (offset, len);
+    }
+}
+
+/// One named tensor: a window into shared storage.
+#[derive(Clone)]
+pub struct Tensor {
+    pub name: String,
+    pub dtype: Dtype,
+    pub shape: Vec<usize>,
+    storage: Arc<Storage>,
+    offset: usize,
+    len: usize,
+}
+
+impl std::fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Tensor({} {} {:?})", self.name, self.dtype.name(), self.shape)
+    }
+}
+
+impl Tensor {
+    pub fn new(
+        name: String,
+        dtype: Dtype,
+        shape: Vec<usize>,
+        storage: Arc<Storage>,
+        offset: usize,
+        len: usize,
+    ) -> Self {
+        Tensor {
+            name,
+            dtype,
+            shape,
+            storage,
+            offset,
+            len,
+        }
+    }
+
+    /// A tensor owning its bytes (synthetic weights, converted tensors, tests).
+    pub fn owned(name: impl Into<String>, dtype: Dtype, shape: Vec<usize>, bytes: Vec<u8>) -> Self {
+        let len = bytes.len();
+        Tensor::new(
+            name.into(),
+            dtype,
+            shape,
+            Arc::new(Storage::Owned(bytes)),
+            0,
+            len,
+        )
+    }
+
+    pub fn from_f32(name: impl Into<String>, shape: Vec<usize>, values: &[f32]) -> Self {
+        let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        Tensor::owned(name, Dtype::F32, shape, bytes)
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.storage.bytes()[self.offset..self.offset + self.len]
+    }
+
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    pub fn release(&self) {
+        self.storage.release(self.offset, self.len);
+    }
+
+    /// Widened copy, for small tensors only (norms, biases, gates, scalars).
+    pub fn to_f32(&self) -> Result<Vec<f32>> {
+        let b = self.bytes();
+        Ok(match self.dtype {
+            Dtype::F32 => b
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+            Dtype::Bf16 => b
+                .chunks_exact(2)
+                .map(|c| bf16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32())
+                .collect(),
+            Dtype::F16 => b
+                .chunks_exact(2)
+                .map(|c| f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32())
+                .collect(),
+            Dtype::U8 | Dtype::I64 => {
+                return Err(ModelError::TensorDtype {
+                    name: self.name.clone(),
+                    dtype: self.dtype.name().into(),
+                })
+            }
+        })
+    }
+
+    /// Rows `r0..r1` of the tensor as a matrix (a packed `in_proj` split into q, k, v).
+    pub fn row_block(&self, r0: usize, r1: usize) -> Result<WeightView<'_>> {
+        let full = self.matrix()?;
+        let cols = full.cols;
+        if r0 > r1 || r1 > full.rows {
+            return Err(ModelError::Input(format!(
+                "{}: row block {r0}..{r1} outside {} rows",
+                self.name, full.rows
+            )));
+        }
+        let es = self.dtype.size();
+        let bytes = &self.bytes()[r0 * cols * es..r1 * cols * es];
+        let data = match self.dtype {
+            Dtype::F32 => WeightData::F32Bytes(bytes),
+            Dtype::Bf16 => WeightData::Bf16(bytes),
+            _ => WeightData::F16(bytes),
+        };
+        WeightView::new(r1 - r0, cols, data).map_err(|e| ModelError::Input(format!("{}: {e}", self.name)))
+    }
+
+    /// The tensor as a `[rows, cols]` matrix in its stored dtype; trailing dimensions are
+    /// flattened into columns (a conv kernel `[c, 1, k]` is a `[c, k]` matrix).
+    pub fn matrix(&self) -> Result<WeightView<'_>> {
+        let rows = *self.shape.first().unwrap_or(&1);
+        let cols = if rows == 0 { 0 } else { self.numel() / rows };
+        let data = match self.dtype {
+            Dtype::F32 => WeightData::F32Bytes(self.bytes()),
+            Dtype::Bf16 => WeightData::Bf16(self.bytes()),
+            Dtype::F16 => WeightData::F16(self.bytes()),
+            Dtype::U8 | Dtype::I64 => {
+                return Err(ModelError::TensorDtype {
+                    name: self.name.clone(),
+                    dtype: self.dtype.name().into(),
+                })
+            }
+        };
+        WeightView::new(rows, cols, data).map_err(|e| ModelError::TensorShape {
+            name: format!("{} ({e})", self.name),
+            found: self.shape.clone(),
+            expected: vec![rows, cols],
+        })
+    }
+}
