@@ -1,0 +1,176 @@
+//! The two limit profiles of api.md §2.2 and every number behind them.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// Which set of request rules applies: `workers` reproduces the hosted service (the default),
+/// `reference` accepts what the reference code accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Profile {
+    #[default]
+    Workers,
+    Reference,
+}
+
+impl Profile {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Profile::Workers => "workers",
+            Profile::Reference => "reference",
+        }
+    }
+}
+
+impl fmt::Display for Profile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Error of [`Profile::from_str`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown limit profile {0:?}: expected \"workers\" or \"reference\"")]
+pub struct UnknownProfile(pub String);
+
+impl FromStr for Profile {
+    type Err = UnknownProfile;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "workers" => Ok(Profile::Workers),
+            "reference" => Ok(Profile::Reference),
+            _ => Err(UnknownProfile(s.to_owned())),
+        }
+    }
+}
+
+const MIB: usize = 1024 * 1024;
+
+/// Every request limit. `None` in an `Option` means "no upper bound" (the reference profile).
+/// All fields are public so that each number can also be a server setting.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    /// The profile these limits were derived from.
+    pub profile: Profile,
+    /// Questions per request: at least 1 always; at most 64 (workers).
+    pub max_questions: Option<usize>,
+    /// Question ids must match `^[A-Za-z0-9_.-]{1,max_question_id_chars}$` (workers); any
+    /// string otherwise.
+    pub question_id_pattern: bool,
+    pub max_question_id_chars: usize,
+    /// `instructions` must be present and non-empty (workers); otherwise a missing, `null` or
+    /// `""` value renders the question id.
+    pub instructions_required: bool,
+    /// Choice options: 2–255 (workers), ≥ 1 (reference).
+    pub min_choice_options: usize,
+    pub max_choice_options: Option<usize>,
+    /// Score levels: 2–10 (workers), ≥ 1 (reference).
+    pub min_score_levels: usize,
+    pub max_score_levels: Option<usize>,
+    /// Shape rules of [CF] beyond the reference: noul `criteria` keys only `true`/`false`,
+    /// non-empty choice option ids, choice descriptions string/object/array/null, score levels
+    /// string/object/array, `instructions` string/object/array (workers). The reference
+    /// ignores other noul keys and renders any JSON value.
+    pub strict_shapes: bool,
+    /// Images per request (both profiles: 4).
+    pub max_images: usize,
+    /// Bytes of one image file after base64 decoding (4 MiB).
+    pub max_image_bytes: usize,
+    /// Bytes of all image files together after base64 decoding (8 MiB).
+    pub max_total_image_bytes: usize,
+    /// Pixels of one image as decoded (16,000,000); checked by the media crate.
+    pub max_image_pixels_decoded: u64,
+    /// Request body bytes (13 MiB).
+    pub max_body_bytes: usize,
+    /// Prompt tokens (16,384, the training length).
+    pub max_context: usize,
+    /// Whether the `videos` extension is accepted; when off, `videos` is an unknown field.
+    pub videos_enabled: bool,
+    /// Videos per request (project choice: 4).
+    pub max_videos: usize,
+    /// Bytes of one video file after base64 decoding (project choice: 13 MiB, i.e. whatever
+    /// fits in a body).
+    pub max_video_bytes: usize,
+    /// Frames in one frame-list video (project choice: 768, transformers' sampling maximum);
+    /// each frame also obeys `max_image_bytes`.
+    pub max_video_frames: usize,
+    /// JSON nesting depth of the body.
+    pub max_json_depth: usize,
+}
+
+impl Limits {
+    /// The hosted service's limits (api.md §2.2, `workers` column).
+    pub fn workers() -> Self {
+        Limits {
+            profile: Profile::Workers,
+            max_questions: Some(64),
+            question_id_pattern: true,
+            max_question_id_chars: 100,
+            instructions_required: true,
+            min_choice_options: 2,
+            max_choice_options: Some(255),
+            min_score_levels: 2,
+            max_score_levels: Some(10),
+            strict_shapes: true,
+            max_images: 4,
+            max_image_bytes: 4 * MIB,
+            max_total_image_bytes: 8 * MIB,
+            max_image_pixels_decoded: 16_000_000,
+            max_body_bytes: 13 * MIB,
+            max_context: 16_384,
+            videos_enabled: true,
+            max_videos: 4,
+            max_video_bytes: 13 * MIB,
+            max_video_frames: 768,
+            max_json_depth: crate::json::DEFAULT_MAX_DEPTH,
+        }
+    }
+
+    /// What the reference code accepts (api.md §2.2, `reference` column).
+    pub fn reference() -> Self {
+        Limits {
+            profile: Profile::Reference,
+            max_questions: None,
+            question_id_pattern: false,
+            instructions_required: false,
+            min_choice_options: 1,
+            max_choice_options: None,
+            min_score_levels: 1,
+            max_score_levels: None,
+            strict_shapes: false,
+            ..Self::workers()
+        }
+    }
+
+    pub fn for_profile(profile: Profile) -> Self {
+        match profile {
+            Profile::Workers => Self::workers(),
+            Profile::Reference => Self::reference(),
+        }
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self::workers()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn profiles_parse_and_print() {
+        assert_eq!("workers".parse::<Profile>(), Ok(Profile::Workers));
+        assert_eq!("Reference".parse::<Profile>(), Ok(Profile::Reference));
+        assert!("hosted".parse::<Profile>().is_err());
+        assert_eq!(Profile::Reference.to_string(), "reference");
+        assert_eq!(Profile::default(), Profile::Workers);
+        assert_eq!(
+            Limits::for_profile(Profile::Reference).profile,
+            Profile::Reference
+        );
+        assert_eq!(Limits::default(), Limits::workers());
+    }
+}

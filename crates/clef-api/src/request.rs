@@ -1,0 +1,127 @@
+//! The System One request: parsing and validation in the order of api.md §7.
+
+use crate::error::ApiError;
+use crate::json::{parse_json_with_depth, Json};
+use crate::limits::Limits;
+use crate::media::{parse_images, parse_videos, MediaInput, VideoInput};
+use crate::question::{parse_question, Question};
+
+/// A validated request. Questions keep request order; `model` is kept verbatim (whether it is
+/// served is the server's decision).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    pub model: String,
+    pub state: Json,
+    pub questions: Vec<Question>,
+    pub images: Vec<MediaInput>,
+    pub videos: Vec<VideoInput>,
+}
+
+const TOP_LEVEL_FIELDS: [&str; 4] = ["model", "state", "questions", "images"];
+
+/// Checks the body size, parses the body and validates it (api.md §7 order: size → parse →
+/// top-level structure → questions in request order → images → videos).
+pub fn parse_request(body: &[u8], limits: &Limits) -> Result<Request, ApiError> {
+    if body.len() > limits.max_body_bytes {
+        return Err(ApiError::too_large(format!(
+            "request body is {} bytes, at most {}",
+            body.len(),
+            limits.max_body_bytes
+        )));
+    }
+    let json = parse_json_with_depth(body, limits.max_json_depth)?;
+    Request::from_json(&json, limits)
+}
+
+impl Request {
+    /// Validates an already parsed body.
+    pub fn from_json(json: &Json, limits: &Limits) -> Result<Request, ApiError> {
+        let Json::Object(body) = json else {
+            return Err(ApiError::bad_json(format!(
+                "the request body must be a JSON object, got {}",
+                json.type_name()
+            )));
+        };
+        let model = match body.get("model") {
+            Some(Json::String(s)) => s.clone(),
+            Some(other) => {
+                return Err(ApiError::structure(format!(
+                    "model: must be a string, got {}",
+                    other.type_name()
+                )))
+            }
+            None => return Err(ApiError::structure("model: required")),
+        };
+        let Some(state) = body.get("state") else {
+            return Err(ApiError::structure("state: required (any JSON value)"));
+        };
+        let questions = match body.get("questions") {
+            Some(Json::Object(q)) => q,
+            Some(other) => {
+                return Err(ApiError::structure(format!(
+                    "questions: must be an object {{question_id: question}}, got {}",
+                    other.type_name()
+                )))
+            }
+            None => return Err(ApiError::structure("questions: required")),
+        };
+        if questions.is_empty() {
+            return Err(ApiError::structure(
+                "questions: at least one question is required",
+            ));
+        }
+        for key in body.keys() {
+            if TOP_LEVEL_FIELDS.contains(&key) {
+                continue;
+            }
+            if key == "videos" {
+                if limits.videos_enabled {
+                    continue;
+                }
+                return Err(ApiError::invalid(
+                    "videos: unknown field (the videos extension is disabled on this server)",
+                ));
+            }
+            return Err(ApiError::invalid(format!(
+                "{key}: unknown field; a request has model, state, questions, images{}",
+                if limits.videos_enabled {
+                    " and videos"
+                } else {
+                    ""
+                }
+            )));
+        }
+        if let Some(max) = limits.max_questions {
+            if questions.len() > max {
+                return Err(ApiError::invalid(format!(
+                    "questions: {} questions, at most {max}",
+                    questions.len()
+                )));
+            }
+        }
+        let questions = questions
+            .iter()
+            .map(|(id, q)| parse_question(id, q, limits))
+            .collect::<Result<Vec<_>, _>>()?;
+        let images = match body.get("images") {
+            None | Some(Json::Null) => Vec::new(),
+            Some(v) => parse_images(v, limits)?,
+        };
+        let videos = match body.get("videos") {
+            None | Some(Json::Null) => Vec::new(),
+            Some(v) => parse_videos(v, limits)?,
+        };
+        Ok(Request {
+            model,
+            state: state.clone(),
+            questions,
+            images,
+            videos,
+        })
+    }
+
+    /// True when the prompt carries a media piece.
+    pub fn has_media(&self) -> bool {
+        !self.images.is_empty() || !self.videos.is_empty()
+    }
+}
