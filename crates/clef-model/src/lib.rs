@@ -11,6 +11,7 @@ pub mod linear;
 pub mod model;
 pub mod synth;
 pub mod tensor;
+pub mod vision;
 
 pub use backbone::rope::Positions;
 pub use config::{HeadConfig, LayerKind, ModelConfig};

@@ -11,6 +11,7 @@ use crate::head::layout::SchemaLayout;
 use crate::head::stream::HeadStream;
 use crate::head::JointHead;
 use crate::tensor::Tensor;
+use crate::vision::VisionTower;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -70,6 +71,7 @@ pub struct Model {
     pub backbone: Backbone,
     pub head: JointHead,
     pub lm_head: Tensor,
+    pub vision: Option<VisionTower>,
 }
 
 impl Model {
@@ -93,9 +95,10 @@ impl Model {
             &[config.text_config.vocab_size, config.text_config.hidden_size],
         )?;
         lm_head.matrix()?;
-        // The vision tower's tensors are taken by the vision module when media support is
-        // loaded; a text-only engine leaves them mapped but unused.
-        set.discard_prefix("model.visual.");
+        let vision = match &config.vision_config {
+            Some(vc) => Some(VisionTower::take(&mut set, vc)?),
+            None => None,
+        };
         set.finish()?;
 
         let mut hset = TensorSet::new();
@@ -109,6 +112,7 @@ impl Model {
             backbone,
             head,
             lm_head,
+            vision,
         })
     }
 

@@ -24,6 +24,45 @@ impl Positions {
         }
     }
 
+    /// Positions of a prompt with media (transformers' `get_rope_index`, model.md §7.5): text
+    /// rows advance all axes together; a vision group of `mh × mw` merged rows starting at
+    /// row `start` sits at (p, p + row, p + col), after which p advances by max(mh, mw).
+    /// `groups` must be sorted by start and not overlap.
+    pub fn with_media(len: usize, groups: &[(usize, usize, usize)]) -> Result<Self, String> {
+        let mut pos = Positions { t: Vec::with_capacity(len), h: Vec::with_capacity(len), w: Vec::with_capacity(len) };
+        let mut p: u32 = 0;
+        let mut row = 0;
+        for &(start, mh, mw) in groups {
+            if start < row || start + mh * mw > len {
+                return Err(format!("vision group at row {start} overlaps or leaves the prompt"));
+            }
+            while row < start {
+                pos.push(p, p, p);
+                p += 1;
+                row += 1;
+            }
+            for r in 0..mh as u32 {
+                for c in 0..mw as u32 {
+                    pos.push(p, p + r, p + c);
+                }
+            }
+            p += mh.max(mw) as u32;
+            row += mh * mw;
+        }
+        while row < len {
+            pos.push(p, p, p);
+            p += 1;
+            row += 1;
+        }
+        Ok(pos)
+    }
+
+    fn push(&mut self, t: u32, h: u32, w: u32) {
+        self.t.push(t);
+        self.h.push(h);
+        self.w.push(w);
+    }
+
     pub fn len(&self) -> usize {
         self.t.len()
     }
@@ -147,6 +186,18 @@ mod tests {
         assert_eq!(&axes[..6], &[0, 1, 2, 0, 1, 2]);
         assert_eq!(axes[30], 0);
         assert_eq!(axes[31], 1);
+    }
+
+    #[test]
+    fn media_positions_follow_the_worked_example() {
+        // model.md §7.5: 6 text tokens, then a 2×3 merged image, then text.
+        let p = Positions::with_media(8, &[(6, 0, 0)]).unwrap();
+        assert_eq!(p.t, vec![0, 1, 2, 3, 4, 5, 6, 7]);
+        let p = Positions::with_media(13, &[(6, 2, 3)]).unwrap();
+        assert_eq!(&p.t[6..12], &[6; 6]);
+        assert_eq!(&p.h[6..12], &[6, 6, 6, 7, 7, 7]);
+        assert_eq!(&p.w[6..12], &[6, 7, 8, 6, 7, 8]);
+        assert_eq!((p.t[12], p.h[12], p.w[12]), (9, 9, 9));
     }
 
     #[test]

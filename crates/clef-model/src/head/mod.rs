@@ -22,7 +22,7 @@ const LN_EPS: f32 = 1e-5;
 pub struct Norm(pub Vec<f32>, pub Vec<f32>);
 
 impl Norm {
-    fn take(set: &mut TensorSet, prefix: &str, dim: usize) -> Result<Self> {
+    pub(crate) fn take(set: &mut TensorSet, prefix: &str, dim: usize) -> Result<Self> {
         Ok(Norm(
             set.take(&format!("{prefix}.weight"), &[dim])?.to_f32()?,
             set.take(&format!("{prefix}.bias"), &[dim])?.to_f32()?,
