@@ -12,7 +12,7 @@ const STYLE: &str = "body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sa
 h1{font-size:1.6em}h2{margin-top:1.8em;border-bottom:1px solid #ccc;padding-bottom:.2em}\
 table{border-collapse:collapse;margin:.8em 0;font-size:.9em}\
 th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top}\
-th{background:#f3f5f8}td.num{text-align:right;font-variant-numeric:tabular-nums}\
+th{background:#f3f5f8}td.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}\
 tbody tr:nth-child(even){background:#fafbfc}\
 figure{display:inline-block;vertical-align:top;margin:.5em 1em .5em 0}figcaption{font-size:.85em;color:#555}\
 figure.dp{width:600px}figure.rel{width:440px}\
