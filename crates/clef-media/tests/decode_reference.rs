@@ -1,0 +1,106 @@
+//! `decode_image` against what Pillow/transformers make of the same files
+//! (tests/data/decode, made by tests/data/generate.py with Pillow 12.2.0).
+
+mod common;
+
+use clef_media::{decode_image, decode_image_with, AlphaMode, MediaError, MediaLimits};
+use common::{data_dir, diff, load_rgb, read};
+
+fn check(file: &str, content_type: &str, expected: &str, alpha: AlphaMode) -> (u8, usize) {
+    let dir = data_dir().join("decode");
+    let got = decode_image_with(
+        content_type,
+        &read(dir.join(file)),
+        &MediaLimits::default(),
+        alpha,
+    )
+    .unwrap_or_else(|e| panic!("{file}: {e}"));
+    diff(&got, &load_rgb(dir.join(expected)))
+}
+
+#[test]
+fn png_alpha_composited_onto_white_like_convert_to_rgb() {
+    for (file, expected) in [
+        ("rgba.png", "rgba_rgb.png"),
+        ("la.png", "la_rgb.png"),
+        ("gray.png", "gray_rgb.png"),
+        ("palette_trns.png", "palette_trns_rgb.png"),
+    ] {
+        assert_eq!(
+            check(file, "image/png", expected, AlphaMode::CompositeOnWhite),
+            (0, 0),
+            "{file}"
+        );
+    }
+}
+
+#[test]
+fn png_alpha_discarded_like_pil_convert_rgb() {
+    for (file, expected) in [("rgba.png", "rgba_drop.png"), ("la.png", "la_drop.png")] {
+        assert_eq!(
+            check(file, "image/png", expected, AlphaMode::Discard),
+            (0, 0),
+            "{file}"
+        );
+    }
+}
+
+#[test]
+fn webp_lossless_with_alpha_is_exact() {
+    assert_eq!(
+        check(
+            "lossless_alpha.webp",
+            "image/webp",
+            "lossless_alpha_rgb.png",
+            AlphaMode::CompositeOnWhite
+        ),
+        (0, 0)
+    );
+}
+
+/// Lossy formats. image-webp reproduces libwebp exactly; zune-jpeg is not libjpeg-turbo (IDCT
+/// and chroma upsampling differ), so JPEG has the tolerance documented in docs/media.md:
+/// at most 3 levels with 4:2:0 chroma, 2 with 4:4:4.
+#[test]
+fn lossy_formats_within_documented_tolerance() {
+    for (file, ct, expected, max_allowed) in [
+        ("photo420.jpg", "image/jpeg", "photo420_rgb.png", 3u8),
+        ("photo444.jpg", "image/jpg", "photo444_rgb.png", 2),
+        ("lossy.webp", "image/webp", "lossy_rgb.png", 0),
+    ] {
+        let (max, count) = check(file, ct, expected, AlphaMode::CompositeOnWhite);
+        let total = 64 * 48 * 3;
+        println!("{file}: max |diff| {max}, {count} of {total} samples differ");
+        assert!(max <= max_allowed, "{file}: max diff {max} > {max_allowed}");
+    }
+}
+
+#[test]
+fn exif_orientation_is_applied() {
+    let dir = data_dir().join("decode");
+    let got = decode_image(
+        "image/jpeg",
+        &read(dir.join("exif6.jpg")),
+        &MediaLimits::default(),
+    )
+    .unwrap();
+    let expected = load_rgb(dir.join("exif6_rgb.png"));
+    assert_eq!(got.dimensions(), (32, 48));
+    let (max, count) = diff(&got, &expected);
+    println!("exif6.jpg: max |diff| {max}, {count} samples differ");
+    assert!(max <= 3, "max diff {max}");
+}
+
+#[test]
+fn animated_images_are_refused() {
+    let dir = data_dir().join("decode");
+    let limits = MediaLimits::default();
+    for (file, ct) in [
+        ("animated.png", "image/png"),
+        ("animated.webp", "image/webp"),
+    ] {
+        let err = decode_image(ct, &read(dir.join(file)), &limits).unwrap_err();
+        assert!(matches!(err, MediaError::Animated), "{file}: {err}");
+        assert_eq!((err.status(), err.code()), (422, 5012));
+    }
+}
