@@ -16,6 +16,7 @@ mod attention;
 mod decode;
 mod deltanet;
 mod error;
+mod gemm;
 mod isa;
 mod matmul;
 mod norm;
@@ -24,10 +25,14 @@ mod weights;
 
 pub use activation::{gelu_erf, gelu_tanh, sigmoid, silu, softmax_in_place, softplus};
 pub use attention::{attention, causal_attention};
-pub use deltanet::{gated_delta_rule, gated_delta_rule_recurrent, DeltaNetDims};
+pub use deltanet::{
+    gated_delta_rule, gated_delta_rule_recurrent, gated_delta_rule_with_isa, DeltaNetDims, CHUNK,
+};
 pub use error::KernelError;
 pub use isa::Isa;
-pub use matmul::{matmul, matmul_bias, matmul_panels, matmul_scalar};
+pub use matmul::{
+    matmul, matmul_bias, matmul_bias_scalar, matmul_panels, matmul_scalar, matmul_with_isa,
+};
 pub use norm::{l2_normalize, layer_norm, rms_norm, rms_norm_gated};
 pub use peak::measure_fma_peak_gflops;
 pub use weights::{PanelDecode, WeightData, WeightView};

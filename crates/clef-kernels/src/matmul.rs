@@ -5,6 +5,9 @@
 //! mismatch panics (a logic error, never a data error: weight lengths were validated by
 //! [`WeightView::new`]).
 
+use crate::error::KernelError;
+use crate::gemm::weights::gemm_weights;
+use crate::gemm::TileKernel;
 use crate::isa::Isa;
 use crate::weights::{PanelDecode, WeightView};
 
@@ -21,7 +24,30 @@ pub fn matmul(x: &[f32], m: usize, w: &WeightView, y: &mut [f32]) {
 /// [`matmul`] for any [`PanelDecode`] weight format.
 pub fn matmul_panels<W: PanelDecode + ?Sized>(x: &[f32], m: usize, w: &W, y: &mut [f32]) {
     check_shapes(x, m, w.rows(), w.cols(), y);
-    reference(x, m, w, Isa::Scalar, y, false);
+    gemm_weights(detected_kernel(), x, m, w, None, y, false);
+}
+
+/// [`matmul`] on an explicitly chosen instruction set (tests, benchmarks); fails when this CPU
+/// lacks it.
+pub fn matmul_with_isa<W: PanelDecode + ?Sized>(
+    isa: Isa,
+    x: &[f32],
+    m: usize,
+    w: &W,
+    y: &mut [f32],
+) -> Result<(), KernelError> {
+    check_shapes(x, m, w.rows(), w.cols(), y);
+    let kernel = TileKernel::for_isa(isa).ok_or(KernelError::IsaUnavailable(isa))?;
+    gemm_weights(kernel, x, m, w, None, y, false);
+    Ok(())
+}
+
+fn detected_kernel() -> TileKernel {
+    let isa = Isa::detect();
+    // `detect` only returns available levels; scalar always is.
+    TileKernel::for_isa(isa)
+        .or_else(|| TileKernel::for_isa(Isa::Scalar))
+        .expect("the scalar kernel is always available")
 }
 
 /// The reference twin of [`matmul`]: one weight row at a time, a plain sequential dot product.
@@ -33,6 +59,21 @@ pub fn matmul_scalar(x: &[f32], m: usize, w: &WeightView, y: &mut [f32]) {
 /// `y += x · Wᵀ + bias` (bias broadcast over the m rows when given). Note the accumulation:
 /// zero `y` first for a plain affine map.
 pub fn matmul_bias(x: &[f32], m: usize, w: &WeightView, bias: Option<&[f32]>, y: &mut [f32]) {
+    check_shapes(x, m, w.rows, w.cols, y);
+    if let Some(b) = bias {
+        assert_eq!(b.len(), w.rows, "bias length");
+    }
+    gemm_weights(detected_kernel(), x, m, w, bias, y, true);
+}
+
+/// The reference twin of [`matmul_bias`].
+pub fn matmul_bias_scalar(
+    x: &[f32],
+    m: usize,
+    w: &WeightView,
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+) {
     check_shapes(x, m, w.rows, w.cols, y);
     if let Some(b) = bias {
         assert_eq!(b.len(), w.rows, "bias length");

@@ -1,0 +1,24 @@
+//! Register-blocked f32 GEMM machinery shared by the matmul, the DeltaNet chunk products and
+//! attention.
+//!
+//! Everything reduces to one micro-kernel per instruction set (see [`tile`]):
+//! `C[MR × MP] (+)= A[MR × kc] · B[kc × MP]` where A ("broadcast operand") is row-major with the
+//! fixed stride [`KC`] and B ("vector operand") is row-major with a run-time stride and exactly
+//! MP columns. A and B are packed (and, for weights, expanded from their stored format) into
+//! those layouts by the drivers: [`weights`] for `x · Wᵀ`, [`small`] for in-memory operands.
+
+pub(crate) mod small;
+pub(crate) mod tile;
+pub(crate) mod weights;
+
+#[cfg(target_arch = "x86_64")]
+mod tile_avx2;
+#[cfg(target_arch = "x86_64")]
+mod tile_avx512;
+mod tile_portable;
+
+/// Depth of one packed block: the broadcast operand's row stride. 256 keeps an MR × KC slice
+/// of it (≤ 14 KiB) in L1 while the vector operand streams from L2.
+pub(crate) const KC: usize = 256;
+
+pub(crate) use tile::TileKernel;

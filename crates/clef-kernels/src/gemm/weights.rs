@@ -1,0 +1,207 @@
+//! `y (+)= x · Wᵀ (+ bias)` against a weight in any stored format, BLIS-style.
+//!
+//! The roles are swapped with respect to textbook BLIS so that no weight data is transposed:
+//! weight rows are the micro-kernel's broadcast operand (a weight panel is `nc` rows × [`KC`]
+//! columns, expanded to f32 row by row, contiguous as stored), and the activations are the
+//! vector operand (packed once per call, transposed into `[KC × MP]` panels, which is cheap
+//! because m ≪ rows). Threads split the weight rows, so each thread expands distinct panels;
+//! each output element is one FMA chain over k in order, so the result does not depend on the
+//! thread count.
+
+use super::{TileKernel, KC};
+use crate::weights::PanelDecode;
+use rayon::prelude::*;
+
+/// Upper bound on the packed activation block (f32 elements): bounds memory for long inputs
+/// and keeps one k-slice of it near L2.
+const X_PACK_ELEMENTS: usize = 2 << 20;
+/// Upper bound on activation rows per pass.
+const MC_MAX: usize = 512;
+/// Upper bound on micro-tile row groups per parallel work item.
+const GROUPS_PER_BLOCK: usize = 16;
+
+/// Computes `y = x · Wᵀ`, or `y += x · Wᵀ` when `accumulate`, then adds `bias` per column when
+/// given. `x` is `[m × w.cols()]`, `y` is `[m × w.rows()]`, both already checked by the caller.
+pub(crate) fn gemm_weights<W: PanelDecode + ?Sized>(
+    kernel: TileKernel,
+    x: &[f32],
+    m: usize,
+    w: &W,
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+    accumulate: bool,
+) {
+    let (n, k) = (w.rows(), w.cols());
+    assert_eq!(x.len(), m * k, "x must be m × cols");
+    assert_eq!(y.len(), m * n, "y must be m × rows");
+    if let Some(b) = bias {
+        assert_eq!(b.len(), n, "bias length");
+    }
+    if m == 0 || n == 0 {
+        return;
+    }
+    let mp = kernel.mp;
+    let mc_cap = (X_PACK_ELEMENTS / k.max(1)).clamp(mp, MC_MAX) / mp * mp;
+    let mut m0 = 0;
+    while m0 < m {
+        let mc = mc_cap.min(m - m0);
+        let xs = &x[m0 * k..(m0 + mc) * k];
+        let ys = &mut y[m0 * n..(m0 + mc) * n];
+        if k == 0 {
+            store_rows(ys, n, &[], &[], bias, accumulate);
+        } else {
+            pass(kernel, xs, mc, w, bias, ys, accumulate);
+        }
+        m0 += mc;
+    }
+}
+
+/// One pass over at most `MC_MAX` activation rows.
+fn pass<W: PanelDecode + ?Sized>(
+    kernel: TileKernel,
+    x: &[f32],
+    mc: usize,
+    w: &W,
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+    accumulate: bool,
+) {
+    let (n, k) = (w.rows(), w.cols());
+    let (mr, mp) = (kernel.mr, kernel.mp);
+    let panels = mc.div_ceil(mp);
+    let mpad = panels * mp;
+    let kblocks = k.div_ceil(KC);
+    let kb_stride = panels * KC * mp;
+
+    // Activations: [kb][panel][kk < KC][mp], zero-padded past mc.
+    let mut xp = vec![0.0f32; kblocks * kb_stride];
+    xp.par_chunks_mut(kb_stride)
+        .enumerate()
+        .for_each(|(kb, chunk)| pack_x_block(x, mc, k, kb, mp, chunk));
+
+    let groups = n.div_ceil(mr);
+    let blocks = plan_blocks(groups, rayon::current_num_threads());
+    let block_range = |b: usize| (groups * b / blocks, groups * (b + 1) / blocks);
+
+    let tiles: Vec<Vec<f32>> = (0..blocks)
+        .into_par_iter()
+        .map_init(
+            || (Vec::new(), Vec::new()),
+            |(wp, ct): &mut (Vec<f32>, Vec<f32>), b| {
+                let (g0, g1) = block_range(b);
+                let r0 = g0 * mr;
+                let nr = (g1 * mr).min(n) - r0;
+                let nrpad = (g1 - g0) * mr;
+                wp.clear();
+                wp.resize(nrpad * KC, 0.0);
+                ct.clear();
+                ct.resize(nrpad * mpad, 0.0);
+                for kb in 0..kblocks {
+                    let c0 = kb * KC;
+                    let kc = KC.min(k - c0);
+                    w.decode_panel(kernel.isa, r0, nr, c0, kc, wp, KC);
+                    let xkb = &xp[kb * kb_stride..(kb + 1) * kb_stride];
+                    for jr in 0..g1 - g0 {
+                        let wg = &wp[jr * mr * KC..(jr + 1) * mr * KC];
+                        for p in 0..panels {
+                            kernel.run(
+                                kc,
+                                wg,
+                                &xkb[p * KC * mp..],
+                                mp,
+                                &mut ct[jr * mr * mpad + p * mp..],
+                                mpad,
+                                kb > 0,
+                            );
+                        }
+                    }
+                }
+                // Transpose to [mc × nr] while the tile is still in cache, so the scatter
+                // below copies contiguous runs.
+                let mut out = vec![0.0f32; mc * nr];
+                for a in 0..nr {
+                    let src = &ct[a * mpad..a * mpad + mc];
+                    for (i, &v) in src.iter().enumerate() {
+                        out[i * nr + a] = v;
+                    }
+                }
+                out
+            },
+        )
+        .collect();
+
+    let spans: Vec<(usize, usize)> = (0..blocks)
+        .map(|b| {
+            let (g0, g1) = block_range(b);
+            (g0 * mr, (g1 * mr).min(n) - g0 * mr)
+        })
+        .collect();
+    store_rows(y, n, &tiles, &spans, bias, accumulate);
+}
+
+/// Writes (or adds) the per-block results `tiles[b]` (`[rows × nr]` for block span
+/// `(r0, nr)`) into y's columns `r0..r0 + nr`, then adds the bias.
+fn store_rows(
+    y: &mut [f32],
+    n: usize,
+    tiles: &[Vec<f32>],
+    spans: &[(usize, usize)],
+    bias: Option<&[f32]>,
+    accumulate: bool,
+) {
+    y.par_chunks_mut(n).enumerate().for_each(|(i, yrow)| {
+        if tiles.is_empty() && !accumulate {
+            yrow.fill(0.0);
+        }
+        for (tile, &(r0, nr)) in tiles.iter().zip(spans) {
+            let src = &tile[i * nr..(i + 1) * nr];
+            let dst = &mut yrow[r0..r0 + nr];
+            if accumulate {
+                for (d, &s) in dst.iter_mut().zip(src) {
+                    *d += s;
+                }
+            } else {
+                dst.copy_from_slice(src);
+            }
+        }
+        if let Some(b) = bias {
+            for (d, &bv) in yrow.iter_mut().zip(b) {
+                *d += bv;
+            }
+        }
+    });
+}
+
+/// Packs k-block `kb` of the `mc` activation rows into `[panel][kk < KC][mp]`, zero-padding the
+/// rows past `mc` (columns past the block's depth are never read).
+fn pack_x_block(x: &[f32], mc: usize, k: usize, kb: usize, mp: usize, out: &mut [f32]) {
+    let c0 = kb * KC;
+    let kc = KC.min(k - c0);
+    let panels = mc.div_ceil(mp);
+    for p in 0..panels {
+        let panel = &mut out[p * KC * mp..(p + 1) * KC * mp];
+        for lane in 0..mp {
+            let row = p * mp + lane;
+            if row < mc {
+                let src = &x[row * k + c0..row * k + c0 + kc];
+                for (kk, &v) in src.iter().enumerate() {
+                    panel[kk * mp + lane] = v;
+                }
+            } else {
+                for kk in 0..kc {
+                    panel[kk * mp + lane] = 0.0;
+                }
+            }
+        }
+    }
+}
+
+/// Number of parallel work items for `groups` micro-tile row groups: at least one per thread
+/// (when there is enough work), a multiple of the thread count so that equal items split
+/// evenly, and at most `GROUPS_PER_BLOCK` groups each so that a weight panel stays in L2.
+fn plan_blocks(groups: usize, threads: usize) -> usize {
+    let threads = threads.max(1);
+    let by_size = groups.div_ceil(GROUPS_PER_BLOCK);
+    let even = by_size.div_ceil(threads) * threads;
+    even.clamp(1, groups.max(1))
+}

@@ -1,0 +1,189 @@
+//! The chunked Gated DeltaNet (every ISA, and the dispatcher) against the token-by-token
+//! recurrence: any length (chunk boundaries anywhere), carried state, head groups r = 1, 2, 3.
+
+use clef_kernels::{
+    gated_delta_rule, gated_delta_rule_recurrent, gated_delta_rule_with_isa, l2_normalize,
+    DeltaNetDims, Isa,
+};
+use proptest::prelude::*;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+/// A DeltaNet call on one stretch of the sequence: (q, k, v, g, beta, len, state, out).
+type Step<'a> = dyn Fn(&[f32], &[f32], &[f32], &[f32], &[f32], usize, &mut [f32], &mut [f32]) + 'a;
+
+struct Case {
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    g: Vec<f32>,
+    beta: Vec<f32>,
+    state: Vec<f32>,
+    n: usize,
+    dims: DeltaNetDims,
+}
+
+fn case(seed: u64, n: usize, dims: DeltaNetDims) -> Case {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let DeltaNetDims {
+        k_heads,
+        v_heads,
+        dk,
+        dv,
+    } = dims;
+    let mut uniform = |len: usize, lo: f32, hi: f32| -> Vec<f32> {
+        (0..len).map(|_| rng.random_range(lo..hi)).collect()
+    };
+    let mut q = uniform(n * k_heads * dk, -1.0, 1.0);
+    let mut k = uniform(n * k_heads * dk, -1.0, 1.0);
+    l2_normalize(&mut q, dk, 1e-6);
+    l2_normalize(&mut k, dk, 1e-6);
+    let scale = (dk as f32).powf(-0.5);
+    q.iter_mut().for_each(|v| *v *= scale);
+    let v = uniform(n * v_heads * dv, -1.0, 1.0);
+    // Log decays in [-3, 0]: from no decay to strong decay within a chunk.
+    let g = uniform(n * v_heads, -3.0, 0.0);
+    let beta = uniform(n * v_heads, 0.0, 1.0);
+    let state = uniform(v_heads * dk * dv, -1.0, 1.0);
+    Case {
+        q,
+        k,
+        v,
+        g,
+        beta,
+        state,
+        n,
+        dims,
+    }
+}
+
+/// Runs `f` over the sequence split at `split` (two calls carrying the state), returning the
+/// outputs and the final state.
+fn run_split(c: &Case, split: usize, f: &Step) -> (Vec<f32>, Vec<f32>) {
+    let DeltaNetDims {
+        k_heads,
+        v_heads,
+        dk,
+        dv,
+    } = c.dims;
+    let mut state = c.state.clone();
+    let mut out = vec![f32::NAN; c.n * v_heads * dv];
+    let mut t0 = 0;
+    for t1 in [split.min(c.n), c.n] {
+        let len = t1 - t0;
+        let qk = t0 * k_heads * dk..t1 * k_heads * dk;
+        let vv = t0 * v_heads * dv..t1 * v_heads * dv;
+        let gb = t0 * v_heads..t1 * v_heads;
+        f(
+            &c.q[qk.clone()],
+            &c.k[qk],
+            &c.v[vv.clone()],
+            &c.g[gb.clone()],
+            &c.beta[gb],
+            len,
+            &mut state,
+            &mut out[vv],
+        );
+        t0 = t1;
+    }
+    (out, state)
+}
+
+/// Relative to the largest magnitude of the reference (outputs and states are O(1) here).
+fn assert_close(got: &[f32], want: &[f32], what: &str) {
+    let scale = want.iter().fold(1.0f32, |m, v| m.max(v.abs()));
+    for (i, (a, b)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (a - b).abs() <= 1e-5 * scale,
+            "{what}[{i}]: chunked {a}, recurrent {b} (scale {scale})"
+        );
+    }
+}
+
+fn check(seed: u64, n: usize, split: usize, dims: DeltaNetDims) {
+    let c = case(seed, n, dims);
+    let reference =
+        |q: &[f32],
+         k: &[f32],
+         v: &[f32],
+         g: &[f32],
+         b: &[f32],
+         len: usize,
+         s: &mut [f32],
+         o: &mut [f32]| { gated_delta_rule_recurrent(q, k, v, g, b, len, &dims, s, o) };
+    // The reference itself never splits: the recurrence is the definition.
+    let (want_out, want_state) = run_split(&c, n, &reference);
+    for isa in Isa::available() {
+        let fast = |q: &[f32],
+                    k: &[f32],
+                    v: &[f32],
+                    g: &[f32],
+                    b: &[f32],
+                    len: usize,
+                    s: &mut [f32],
+                    o: &mut [f32]| {
+            gated_delta_rule_with_isa(isa, q, k, v, g, b, len, &dims, s, o).expect("available")
+        };
+        let (out, state) = run_split(&c, split, &fast);
+        assert_close(&out, &want_out, &format!("{isa:?} out"));
+        assert_close(&state, &want_state, &format!("{isa:?} state"));
+    }
+    let dispatched =
+        |q: &[f32],
+         k: &[f32],
+         v: &[f32],
+         g: &[f32],
+         b: &[f32],
+         len: usize,
+         s: &mut [f32],
+         o: &mut [f32]| { gated_delta_rule(q, k, v, g, b, len, &dims, s, o) };
+    let (out, state) = run_split(&c, split, &dispatched);
+    assert_close(&out, &want_out, "dispatched out");
+    assert_close(&state, &want_state, "dispatched state");
+}
+
+#[test]
+fn named_lengths_at_model_head_sizes() {
+    // dk = dv = 128 as in the model, r = 2, lengths around the chunk size.
+    let dims = DeltaNetDims {
+        k_heads: 2,
+        v_heads: 4,
+        dk: 128,
+        dv: 128,
+    };
+    for (i, n) in [1usize, 7, 64, 65, 200].into_iter().enumerate() {
+        check(100 + i as u64, n, n, dims);
+        check(200 + i as u64, n, n / 2 + 1, dims);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    #[test]
+    fn chunked_matches_recurrent(
+        n in 1usize..=200,
+        split in 0usize..=200,
+        k_heads in 1usize..=3,
+        r in 1usize..=3,
+        dk in 1usize..=45,
+        dv in 1usize..=45,
+        seed in any::<u64>(),
+    ) {
+        check(seed, n, split, DeltaNetDims { k_heads, v_heads: k_heads * r, dk, dv });
+    }
+}
+
+#[test]
+fn empty_sequence_leaves_state_alone() {
+    let dims = DeltaNetDims {
+        k_heads: 1,
+        v_heads: 2,
+        dk: 3,
+        dv: 5,
+    };
+    let mut state: Vec<f32> = (0..30).map(|i| i as f32).collect();
+    let before = state.clone();
+    gated_delta_rule(&[], &[], &[], &[], &[], 0, &dims, &mut state, &mut []);
+    assert_eq!(state, before);
+}
