@@ -1,0 +1,155 @@
+//! The "mse" range search of the reference GPTQ quantizer (`norm = 2.4`, `grid = 100`,
+//! `maxshrink = 0.8`): try p = 1 − k/100 for k = 0..79, score Σ|Q(w) − w|^2.4 with the BF16
+//! parameters the runtime will use, keep the first best p.
+
+use super::{GroupParams, QuantFormat};
+use crate::affine4::Affine4Params;
+use crate::ternary::TernaryParams;
+
+/// Exponent of the search score (not 2).
+pub const NORM: f32 = 2.4;
+/// Shrink step denominator.
+pub const GRID: usize = 100;
+/// Number of shrink factors tried (maxshrink·grid = 80: p from 1.00 down to 0.21).
+pub const MAX_SHRINK_STEPS: usize = 80;
+
+fn score(group: &[f32], params: &GroupParams) -> f64 {
+    group
+        .iter()
+        .map(|&w| {
+            let e = (params.quantize(w).1 - w).abs();
+            if e == 0.0 {
+                0.0
+            } else {
+                f64::from(e.powf(NORM))
+            }
+        })
+        .sum()
+}
+
+/// Shrink factor of step k, computed like the reference (a Python float times an f32 tensor).
+#[inline]
+fn shrink(k: usize) -> f32 {
+    (1.0 - k as f64 / GRID as f64) as f32
+}
+
+/// Best parameters for one group (one row's slice of up to 64 weights).
+pub fn fit_group(format: QuantFormat, group: &[f32]) -> GroupParams {
+    let (lo, hi, max_abs) = group
+        .iter()
+        .fold((0.0f32, 0.0f32, 0.0f32), |(lo, hi, m), &w| {
+            (lo.min(w), hi.max(w), m.max(w.abs()))
+        });
+    let candidate = |k: usize| -> GroupParams {
+        let p = shrink(k);
+        match format {
+            QuantFormat::Ternary => GroupParams::Ternary(TernaryParams::from_max_abs(max_abs, p)),
+            QuantFormat::Affine4 => GroupParams::Affine4(Affine4Params::from_range(lo, hi, p)),
+        }
+    };
+    let mut best = candidate(0);
+    let mut best_err = score(group, &best);
+    let mut last = best;
+    for k in 1..MAX_SHRINK_STEPS {
+        let c = candidate(k);
+        // Neighbouring p often round to the same BF16 parameters; their score is identical
+        // and a strict improvement is required, so skipping them changes nothing.
+        if c == last {
+            continue;
+        }
+        last = c;
+        let err = score(group, &c);
+        if err < best_err {
+            best_err = err;
+            best = c;
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The search without the duplicate skip, scoring in the most literal way.
+    fn fit_literal(format: QuantFormat, group: &[f32]) -> GroupParams {
+        let mut best = None;
+        let mut best_err = f64::INFINITY;
+        for k in 0..80 {
+            let p = (1.0 - k as f64 / 100.0) as f32;
+            let c = match format {
+                QuantFormat::Ternary => GroupParams::Ternary(TernaryParams::fit(group, p)),
+                QuantFormat::Affine4 => GroupParams::Affine4(Affine4Params::fit(group, p)),
+            };
+            let err: f64 = group
+                .iter()
+                .map(|&w| f64::from((c.quantize(w).1 - w).abs().powf(2.4)))
+                .sum();
+            if err < best_err {
+                best_err = err;
+                best = Some(c);
+            }
+        }
+        best.unwrap()
+    }
+
+    fn lcg_group(seed: u64, n: usize) -> Vec<f32> {
+        let mut x = seed;
+        (0..n)
+            .map(|_| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let u = (x >> 40) as f32 / (1u64 << 24) as f32;
+                // heavy-ish tail: cube of a uniform
+                (2.0 * u - 1.0).powi(3) * 0.1
+            })
+            .collect()
+    }
+
+    #[test]
+    fn search_matches_literal_definition() {
+        for seed in 0..40 {
+            let g = lcg_group(seed, 64);
+            for f in [QuantFormat::Ternary, QuantFormat::Affine4] {
+                assert_eq!(fit_group(f, &g), fit_literal(f, &g), "seed {seed} {f:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn search_never_worse_than_full_range() {
+        for seed in 0..20 {
+            let g = lcg_group(seed + 100, 64);
+            for f in [QuantFormat::Ternary, QuantFormat::Affine4] {
+                let full = match f {
+                    QuantFormat::Ternary => GroupParams::Ternary(TernaryParams::fit(&g, 1.0)),
+                    QuantFormat::Affine4 => GroupParams::Affine4(Affine4Params::fit(&g, 1.0)),
+                };
+                assert!(score(&g, &fit_group(f, &g)) <= score(&g, &full));
+            }
+        }
+    }
+
+    #[test]
+    fn ternary_shrinks_for_gaussian_like_groups() {
+        // 63 weights at ±0.3 and one at 1: a full-range scale zeroes the 63; shrinking to about
+        // 0.3 represents them and costs only the one outlier.
+        let mut g: Vec<f32> = (0..63)
+            .map(|i| if i % 2 == 0 { 0.3 } else { -0.3 })
+            .collect();
+        g.push(1.0);
+        let p = fit_group(QuantFormat::Ternary, &g);
+        assert!(p.scale().to_f32() < 0.5);
+    }
+
+    #[test]
+    fn exact_ternary_data_is_reproduced() {
+        let g: Vec<f32> = (0..64).map(|i| [-0.05f32, 0.0, 0.05][i % 3]).collect();
+        let p = fit_group(QuantFormat::Ternary, &g);
+        for &w in &g {
+            let (_, q) = p.quantize(w);
+            assert!((q - w).abs() <= 0.05 * 2f32.powi(-8), "{w} → {q}");
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! Per-group ternary scale (formats.md §4.3): `s = bf16(p·max|w|)`, `t = clamp(round(w/s), −1, 1)`.
+
+use half::bf16;
+
+/// BF16 scale of one (row, group).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TernaryParams {
+    /// The scale s; reconstruction is s·t.
+    pub scale: bf16,
+}
+
+impl TernaryParams {
+    /// Scale for a group with largest magnitude `max_abs`, shrunk by `p`.
+    pub fn from_max_abs(max_abs: f32, p: f32) -> Self {
+        TernaryParams {
+            scale: bf16::from_f32(p * max_abs),
+        }
+    }
+
+    /// Scale for `group` shrunk by `p`.
+    pub fn fit(group: &[f32], p: f32) -> Self {
+        Self::from_max_abs(group.iter().fold(0.0f32, |m, &w| m.max(w.abs())), p)
+    }
+
+    /// Trit of `w` (round half to even, as torch.round).
+    #[inline]
+    pub fn trit(&self, w: f32) -> i8 {
+        let s = self.scale.to_f32();
+        if s == 0.0 {
+            // an all-zero group (or one below BF16's range) is exactly t = 0
+            return 0;
+        }
+        (w / s).round_ties_even().clamp(-1.0, 1.0) as i8
+    }
+
+    /// Runtime reconstruction s·t (exact in f32).
+    #[inline]
+    pub fn dequantize(&self, t: i8) -> f32 {
+        self.scale.to_f32() * f32::from(t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trits_and_scale() {
+        let p = TernaryParams::fit(&[0.1, -0.4, 0.25], 1.0);
+        assert_eq!(p.scale, bf16::from_f32(0.4));
+        assert_eq!(p.trit(-0.4), -1);
+        assert_eq!(p.trit(0.1), 0);
+        assert_eq!(p.trit(0.25), 1);
+        assert_eq!(p.trit(9.0), 1);
+        // exactly half the scale is a tie: round to even (0)
+        let s = p.scale.to_f32();
+        assert_eq!(p.trit(s * 0.5), 0);
+        assert_eq!(p.trit(-s * 0.5), 0);
+    }
+
+    #[test]
+    fn zero_group() {
+        let p = TernaryParams::fit(&[0.0, 0.0], 1.0);
+        assert_eq!(p.trit(0.0), 0);
+        assert_eq!(p.dequantize(0), 0.0);
+    }
+}
