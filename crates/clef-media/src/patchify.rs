@@ -2,7 +2,7 @@
 
 use image::RgbImage;
 
-use crate::config::PreprocessConfig;
+use crate::config::{PreprocessConfig, ProcessorConfig};
 use crate::error::MediaError;
 
 /// A media item's patch grid: `t` temporal patches (frame pairs), `h × w` spatial patches of
@@ -43,18 +43,33 @@ pub struct VisionInput {
     pub row_len: usize,
 }
 
-/// One image: the frame is duplicated along the temporal axis (T = temporal_patch_size).
-///
-/// The image's sides must be multiples of `patch_size · merge_size` (what smart_resize gives).
-pub fn image_to_patches(img: &RgbImage, cfg: &PreprocessConfig) -> Result<VisionInput, MediaError> {
+/// One image, with the image processor's parameters: the frame is duplicated along the
+/// temporal axis (T = temporal_patch_size). The image's sides must be multiples of
+/// `patch_size · merge_size` (what smart_resize gives); otherwise an error, never a panic.
+pub fn image_to_patches(img: &RgbImage, cfg: &ProcessorConfig) -> Result<VisionInput, MediaError> {
+    image_patches(img, &cfg.image)
+}
+
+/// Video frames, with the video processor's parameters: consecutive frames form the temporal
+/// patches ((0,1), (2,3), … for T = 2); when the count is not a multiple of the temporal patch
+/// size the last frame is repeated. All frames must have the same size, a multiple of
+/// `patch_size · merge_size`.
+pub fn frames_to_patches(
+    frames: &[RgbImage],
+    cfg: &ProcessorConfig,
+) -> Result<VisionInput, MediaError> {
+    frame_patches(frames, &cfg.video)
+}
+
+pub(crate) fn image_patches(
+    img: &RgbImage,
+    cfg: &PreprocessConfig,
+) -> Result<VisionInput, MediaError> {
     let frames: Vec<&RgbImage> = vec![img; cfg.temporal_patch_size];
     patchify(&frames, cfg)
 }
 
-/// Video frames: consecutive frames form the temporal patches ((0,1), (2,3), … for T = 2);
-/// when the count is not a multiple of the temporal patch size the last frame is repeated.
-/// All frames must have the same size, a multiple of `patch_size · merge_size`.
-pub fn frames_to_patches(
+pub(crate) fn frame_patches(
     frames: &[RgbImage],
     cfg: &PreprocessConfig,
 ) -> Result<VisionInput, MediaError> {
@@ -155,14 +170,14 @@ fn fill_patch(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::ProcessorConfig;
 
     #[test]
     fn row_order_matches_the_reference_layout() {
         // Encode (x, y, channel) in the pixel values, then check where rows land.
-        let cfg = ProcessorConfig::default().image;
+        let pcfg = ProcessorConfig::default();
+        let cfg = pcfg.image.clone();
         let img = RgbImage::from_fn(64, 32, |x, y| image::Rgb([x as u8, y as u8, 200]));
-        let v = image_to_patches(&img, &cfg).unwrap();
+        let v = image_to_patches(&img, &pcfg).unwrap();
         assert_eq!(v.grid, PatchGrid { t: 1, h: 2, w: 4 });
         assert_eq!(v.pixel_rows.len(), 8 * 1536);
         let t = cfg.value_table();
@@ -189,11 +204,12 @@ mod tests {
 
     #[test]
     fn odd_frame_count_repeats_the_last() {
-        let cfg = ProcessorConfig::default().video;
+        let pcfg = ProcessorConfig::default();
+        let cfg = pcfg.video.clone();
         let frames: Vec<RgbImage> = (0..3)
             .map(|i| RgbImage::from_pixel(32, 32, image::Rgb([i * 50, 0, 0])))
             .collect();
-        let v = frames_to_patches(&frames, &cfg).unwrap();
+        let v = frames_to_patches(&frames, &pcfg).unwrap();
         assert_eq!(v.grid, PatchGrid { t: 2, h: 2, w: 2 });
         let t = cfg.value_table();
         let row4 = &v.pixel_rows[4 * 1536..5 * 1536];
@@ -205,7 +221,7 @@ mod tests {
 
     #[test]
     fn misaligned_or_mismatched_frames_are_errors() {
-        let cfg = ProcessorConfig::default().image;
+        let cfg = ProcessorConfig::default();
         assert!(image_to_patches(&RgbImage::new(48, 32), &cfg).is_err());
         let frames = vec![RgbImage::new(32, 32), RgbImage::new(64, 32)];
         assert!(matches!(

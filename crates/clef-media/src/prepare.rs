@@ -6,7 +6,7 @@ use crate::config::ProcessorConfig;
 use crate::decode::decode_image;
 use crate::error::MediaError;
 use crate::limits::MediaLimits;
-use crate::patchify::{image_to_patches, VisionInput};
+use crate::patchify::{image_patches, VisionInput};
 use crate::resize::resize_bicubic;
 use crate::smart_resize::smart_resize;
 use crate::source::EncodedMedia;
@@ -60,10 +60,10 @@ pub fn prepare_decoded_image(
 ) -> Result<PreparedImage, MediaError> {
     let (h, w) = image_target_size(img.height() as usize, img.width() as usize, cfg, limits)?;
     let input = if (h, w) == (img.height() as usize, img.width() as usize) {
-        image_to_patches(img, &cfg.image)?
+        image_patches(img, &cfg.image)?
     } else {
         let resized = resize_bicubic(img, dim(w)?, dim(h)?);
-        image_to_patches(&resized, &cfg.image)?
+        image_patches(&resized, &cfg.image)?
     };
     let merged_tokens = input.grid.merged_tokens(cfg.image.merge_size);
     Ok(PreparedImage {

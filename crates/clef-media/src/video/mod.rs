@@ -16,7 +16,7 @@ use crate::config::{PreprocessConfig, ProcessorConfig};
 use crate::decode::{decode_image, probe_image};
 use crate::error::MediaError;
 use crate::limits::MediaLimits;
-use crate::patchify::{frames_to_patches, VisionInput};
+use crate::patchify::{frame_patches, VisionInput};
 use crate::prepare::dim;
 use crate::resize::resize_bicubic;
 use crate::smart_resize::{smart_resize, smart_resize_video};
@@ -99,7 +99,7 @@ fn assemble(
     times: Vec<f64>,
     cfg: &PreprocessConfig,
 ) -> Result<PreparedVideo, MediaError> {
-    let input = frames_to_patches(frames, cfg)?;
+    let input = frame_patches(frames, cfg)?;
     let tp = cfg.temporal_patch_size;
     let last = times.len().saturating_sub(1);
     let per_group = input.grid.merged_tokens_per_group(cfg.merge_size);

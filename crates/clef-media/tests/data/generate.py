@@ -69,13 +69,13 @@ def convert_to_rgb(img):
 
 def resize_cases(rng):
     cases = [
-        ("noise_down", noise(rng, 97, 61), [(64, 32), (32, 32)]),
+        ("noise_down", noise(rng, 97, 61), [(64, 32), (32, 32), (96, 64)]),
         ("noise_up", noise(rng, 40, 30), [(96, 64), (41, 31)]),
         ("smooth_mixed", smooth(rng, 50, 150), [(96, 32), (64, 160)]),
         ("binary_wide", binary(rng, 300, 40), [(32, 32), (64, 96)]),
         ("smooth_one_axis", smooth(rng, 64, 64), [(64, 32), (128, 64)]),
         ("noise_odd", noise(rng, 33, 17), [(32, 32), (7, 5), (1, 1)]),
-        ("smooth_big_down", smooth(rng, 257, 191), [(32, 64), (96, 96)]),
+        ("smooth_big_down", smooth(rng, 257, 191), [(32, 64), (96, 96), (256, 192)]),
     ]
     for name, img, sizes in cases:
         img.save(out("resize", f"{name}_in.png"))
