@@ -232,3 +232,64 @@ impl ProcessorConfig {
         Ok(ProcessorConfig { image, video })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_fields_take_defaults() {
+        let cfg = ProcessorConfig::from_json(
+            r#"{"image_processor": {"size": {"longest_edge": 262144}}}"#,
+        )
+        .unwrap();
+        assert_eq!(cfg.image.max_pixels, 262_144);
+        assert_eq!(cfg.image.min_pixels, 65_536);
+        assert_eq!(cfg.video.patch_size, 16);
+        assert_eq!(
+            (cfg.video.min_pixels, cfg.video.max_pixels),
+            (4_096, 25_165_824)
+        );
+        assert_eq!(
+            ProcessorConfig::from_json("{}").unwrap(),
+            ProcessorConfig::default()
+        );
+    }
+
+    #[test]
+    fn older_min_max_pixels_spelling() {
+        let cfg = ProcessorConfig::from_json(
+            r#"{"image_processor": {"min_pixels": 3136, "max_pixels": 1003520}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (cfg.image.min_pixels, cfg.image.max_pixels),
+            (3136, 1_003_520)
+        );
+    }
+
+    #[test]
+    fn inconsistent_configs_are_refused() {
+        for bad in [
+            r#"{"image_processor": {"resample": 2}}"#,
+            r#"{"image_processor": {"patch_size": 0}}"#,
+            r#"{"video_processor": {"image_std": [0.5, 0.0, 0.5]}}"#,
+            r#"{"image_processor": {"rescale_factor": -1}}"#,
+            r#"not json"#,
+        ] {
+            assert!(
+                matches!(ProcessorConfig::from_json(bad), Err(MediaError::Config(_))),
+                "{bad}"
+            );
+        }
+        let missing = ProcessorConfig::from_file("/nonexistent/processor_config.json").unwrap_err();
+        assert_eq!(missing.status(), 500);
+    }
+
+    #[test]
+    fn value_table_is_the_fused_normalisation() {
+        let t = ProcessorConfig::default().image.value_table();
+        assert_eq!((t[0][0], t[1][255]), (-1.0, 1.0));
+        assert!((t[2][128] - (128.0 / 255.0 - 0.5) / 0.5).abs() < 1e-7);
+    }
+}

@@ -210,4 +210,26 @@ mod tests {
             (352, 352)
         );
     }
+
+    proptest::proptest! {
+        #[test]
+        fn results_are_aligned_and_within_max_when_downscaling(
+            h in 1usize..6000, w in 1usize..6000, max in 4096u64..2_000_000
+        ) {
+            let min = 1024u64.min(max);
+            match smart_resize(h, w, 32, min, max) {
+                Ok((th, tw)) => {
+                    proptest::prop_assert!(th % 32 == 0 && tw % 32 == 0 && th >= 32 && tw >= 32);
+                    let rounded = ((h as f64 / 32.0).round_ties_even() * (w as f64 / 32.0).round_ties_even()) * 1024.0;
+                    if rounded > max as f64 {
+                        proptest::prop_assert!((th * tw) as u64 <= max);
+                    }
+                }
+                Err(e) => {
+                    let is_aspect = matches!(e, MediaError::AspectRatio { .. });
+                    proptest::prop_assert!(is_aspect, "{}", e);
+                }
+            }
+        }
+    }
 }

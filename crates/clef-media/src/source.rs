@@ -83,10 +83,11 @@ pub fn parse_data_url(
     what: &'static str,
 ) -> Result<EncodedMedia, MediaError> {
     let url = url.trim_start();
-    if url.len() < 5 || !url[..5].eq_ignore_ascii_case("data:") {
-        return Err(MediaError::RemoteUrl);
-    }
-    let rest = &url[5..];
+    // `get` rather than slicing: the fifth byte may fall inside a multi-byte character.
+    let rest = match (url.get(..5), url.get(5..)) {
+        (Some(scheme), Some(rest)) if scheme.eq_ignore_ascii_case("data:") => rest,
+        _ => return Err(MediaError::RemoteUrl),
+    };
     let Some((header, payload)) = rest.split_once(',') else {
         return Err(MediaError::InvalidItem(
             "data URL has no ',' before its payload".into(),
@@ -270,6 +271,28 @@ mod tests {
             parse_data_url("data:image/png;base64,@@@@", 100, "image"),
             Err(MediaError::Base64(_))
         ));
+    }
+
+    #[test]
+    fn non_ascii_prefixes_do_not_panic() {
+        assert!(matches!(
+            parse_data_url("ab😀xyz", 100, "image"),
+            Err(MediaError::RemoteUrl)
+        ));
+        assert!(matches!(
+            parse_data_url("dat😀", 100, "image"),
+            Err(MediaError::RemoteUrl)
+        ));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_strings_never_panic(s in "\\PC{0,40}", prefix in 0usize..3) {
+            let s = [String::new(), "data:image/png;base64,".to_string(), "data:".to_string()][prefix].clone() + &s;
+            let _ = parse_data_url(&s, 64, "image");
+            let _ = decode_base64(&s, 64, "image");
+            let _ = parse_image_item(&serde_json::Value::String(s), &MediaLimits::default());
+        }
     }
 
     #[test]
