@@ -23,8 +23,8 @@ fn resized_images_equal_pillow_then_patchify() {
         ("noise_down_in.png", (64, 96), "noise_down_out_96x64.png"),
         (
             "smooth_big_down_in.png",
-            (192, 256),
-            "smooth_big_down_out_256x192.png",
+            (128, 160),
+            "smooth_big_down_out_160x128.png",
         ),
     ] {
         let img = load_rgb(dir.join(input));

@@ -75,7 +75,7 @@ def resize_cases(rng):
         ("binary_wide", binary(rng, 300, 40), [(32, 32), (64, 96)]),
         ("smooth_one_axis", smooth(rng, 64, 64), [(64, 32), (128, 64)]),
         ("noise_odd", noise(rng, 33, 17), [(32, 32), (7, 5), (1, 1)]),
-        ("smooth_big_down", smooth(rng, 257, 191), [(32, 64), (96, 96), (256, 192)]),
+        ("smooth_big_down", smooth(rng, 161, 121), [(32, 64), (96, 96), (160, 128)]),
     ]
     for name, img, sizes in cases:
         img.save(out("resize", f"{name}_in.png"))
@@ -118,6 +118,8 @@ def decode_cases(rng):
     photo = smooth(rng, 64, 48)
     photo.save(out("decode", "photo420.jpg"), quality=90)
     Image.open(out("decode", "photo420.jpg")).convert("RGB").save(out("decode", "photo420_rgb.png"))
+    photo.save(out("decode", "photo422.jpg"), quality=85, subsampling=1)
+    Image.open(out("decode", "photo422.jpg")).convert("RGB").save(out("decode", "photo422_rgb.png"))
     photo.save(out("decode", "photo444.jpg"), quality=95, subsampling=0)
     Image.open(out("decode", "photo444.jpg")).convert("RGB").save(out("decode", "photo444_rgb.png"))
 
