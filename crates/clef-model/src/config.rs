@@ -166,7 +166,10 @@ impl ModelConfig {
         let t = &self.text_config;
         let bad = |m: String| Err(ModelError::config(path, m));
         if t.hidden_size == 0 || t.num_hidden_layers == 0 || t.vocab_size == 0 {
-            return bad("text_config: hidden_size, num_hidden_layers and vocab_size must be positive".into());
+            return bad(
+                "text_config: hidden_size, num_hidden_layers and vocab_size must be positive"
+                    .into(),
+            );
         }
         if t.num_key_value_heads == 0 || t.num_attention_heads % t.num_key_value_heads != 0 {
             return bad(format!(
@@ -286,7 +289,10 @@ impl HeadConfig {
         if cfg.heads == 0 || cfg.width % cfg.heads != 0 {
             return Err(ModelError::config(
                 path,
-                format!("width {} is not a multiple of heads {}", cfg.width, cfg.heads),
+                format!(
+                    "width {} is not a multiple of heads {}",
+                    cfg.width, cfg.heads
+                ),
             ));
         }
         Ok(cfg)

@@ -16,7 +16,9 @@ pub enum ModelError {
     Json { path: PathBuf, message: String },
     #[error("{path}: {message}")]
     Config { path: PathBuf, message: String },
-    #[error("{path}: not a valid safetensors file ({message}); the file may be truncated or corrupt")]
+    #[error(
+        "{path}: not a valid safetensors file ({message}); the file may be truncated or corrupt"
+    )]
     Safetensors { path: PathBuf, message: String },
     #[error("missing tensor `{name}` (expected shape {expected:?})")]
     MissingTensor { name: String, expected: Vec<usize> },

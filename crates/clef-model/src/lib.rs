@@ -2,12 +2,15 @@
 //! hybrid backbone with chunked prefill, and the joint schema head.
 
 pub mod backbone;
+pub mod bench;
 pub mod checkpoint;
 pub mod config;
 pub mod error;
+pub mod flops;
 pub mod head;
 pub mod layout;
 pub mod linear;
+pub mod memory;
 pub mod model;
 pub mod synth;
 pub mod tensor;

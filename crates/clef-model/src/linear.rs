@@ -16,13 +16,25 @@ pub struct Linear {
 
 impl Linear {
     /// Take `<prefix>.weight` ([rows, cols]) and, when `bias`, `<prefix>.bias` ([rows]).
-    pub fn take(set: &mut TensorSet, prefix: &str, rows: usize, cols: usize, bias: bool) -> Result<Self> {
+    pub fn take(
+        set: &mut TensorSet,
+        prefix: &str,
+        rows: usize,
+        cols: usize,
+        bias: bool,
+    ) -> Result<Self> {
         let weight = set.take(&format!("{prefix}.weight"), &[rows, cols])?;
         Self::from_parts(set, weight, prefix, rows, cols, bias)
     }
 
     /// Take a weight stored under an exact name (packed attention projections, scalars).
-    pub fn take_named(set: &mut TensorSet, name: &str, bias_name: Option<&str>, rows: usize, cols: usize) -> Result<Self> {
+    pub fn take_named(
+        set: &mut TensorSet,
+        name: &str,
+        bias_name: Option<&str>,
+        rows: usize,
+        cols: usize,
+    ) -> Result<Self> {
         let weight = set.take(name, &[rows, cols])?;
         let bias = match bias_name {
             Some(b) => Some(set.take(b, &[rows])?.to_f32()?),
@@ -31,7 +43,14 @@ impl Linear {
         Self::checked(weight, bias, rows, cols)
     }
 
-    fn from_parts(set: &mut TensorSet, weight: Tensor, prefix: &str, rows: usize, cols: usize, bias: bool) -> Result<Self> {
+    fn from_parts(
+        set: &mut TensorSet,
+        weight: Tensor,
+        prefix: &str,
+        rows: usize,
+        cols: usize,
+        bias: bool,
+    ) -> Result<Self> {
         let bias = if bias {
             Some(set.take(&format!("{prefix}.bias"), &[rows])?.to_f32()?)
         } else {

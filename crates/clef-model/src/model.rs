@@ -92,7 +92,10 @@ impl Model {
         let backbone = Backbone::take(&mut set, &config)?;
         let lm_head = set.take(
             "lm_head.weight",
-            &[config.text_config.vocab_size, config.text_config.hidden_size],
+            &[
+                config.text_config.vocab_size,
+                config.text_config.hidden_size,
+            ],
         )?;
         lm_head.matrix()?;
         let vision = match &config.vision_config {
@@ -132,7 +135,9 @@ impl Model {
                 let mut acc = vec![0.0f64; h];
                 for &id in &o.token_ids {
                     if id as usize >= vocab {
-                        return Err(ModelError::Input(format!("token id {id} outside lm_head ({vocab} rows)")));
+                        return Err(ModelError::Input(format!(
+                            "token id {id} outside lm_head ({vocab} rows)"
+                        )));
                     }
                     w.row_to_f32(id as usize, &mut row);
                     for (a, v) in acc.iter_mut().zip(&row) {
@@ -148,7 +153,12 @@ impl Model {
 
     /// Run a prompt to option logits (encode order per question). `cancelled` is polled at
     /// every chunk boundary so a request whose client left stops promptly.
-    pub fn score(&self, prompt: &Prompt, opts: &RunOptions, cancelled: &dyn Fn() -> bool) -> Result<(Vec<Vec<f32>>, Timings)> {
+    pub fn score(
+        &self,
+        prompt: &Prompt,
+        opts: &RunOptions,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<(Vec<Vec<f32>>, Timings)> {
         let len = prompt.ids.len();
         if len == 0 || prompt.layout.len != len || prompt.positions.len() != len {
             return Err(ModelError::Input(format!(
@@ -173,12 +183,14 @@ impl Model {
         let mut scratch = Scratch::default();
 
         let embed_rows = |start: usize, n: usize, x: &mut [f32]| -> Result<()> {
-            self.backbone.embed(&prompt.ids[start..start + n], &mut x[..n * h])?;
+            self.backbone
+                .embed(&prompt.ids[start..start + n], &mut x[..n * h])?;
             for m in &prompt.media {
                 let mlen = m.rows.len() / h;
                 let (a, b) = (m.start.max(start), (m.start + mlen).min(start + n));
                 if a < b {
-                    x[(a - start) * h..(b - start) * h].copy_from_slice(&m.rows[(a - m.start) * h..(b - m.start) * h]);
+                    x[(a - start) * h..(b - start) * h]
+                        .copy_from_slice(&m.rows[(a - m.start) * h..(b - m.start) * h]);
                 }
             }
             Ok(())
@@ -195,8 +207,13 @@ impl Model {
                     let n = chunk.min(len - start);
                     embed_rows(start, n, &mut x)?;
                     let t0 = Instant::now();
-                    self.backbone
-                        .forward_chunk(&mut x[..n * h], n, &prompt.positions, &mut state, &mut scratch)?;
+                    self.backbone.forward_chunk(
+                        &mut x[..n * h],
+                        n,
+                        &prompt.positions,
+                        &mut state,
+                        &mut scratch,
+                    )?;
                     let t1 = Instant::now();
                     stream.push(&x, n)?;
                     timings.backbone_s += (t1 - t0).as_secs_f64();
@@ -249,7 +266,9 @@ impl Model {
         timings.head_s += t2.elapsed().as_secs_f64();
         for (qi, q) in logits.iter().enumerate() {
             if q.iter().any(|v| !v.is_finite()) {
-                return Err(ModelError::NonFinite(format!("the logits of question {qi}")));
+                return Err(ModelError::NonFinite(format!(
+                    "the logits of question {qi}"
+                )));
             }
         }
         Ok((logits, timings))

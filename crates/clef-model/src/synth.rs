@@ -5,9 +5,9 @@
 //! slice needs little memory.
 
 use crate::checkpoint::writer::{write_safetensors, TensorSpec};
+use crate::config::{HeadConfig, ModelConfig};
 use crate::error::{ModelError, Result};
 use crate::layout::{backbone_tensors, head_tensors, Init, TensorEntry};
-use crate::config::{HeadConfig, ModelConfig};
 use crate::tensor::Dtype;
 use half::bf16;
 use rayon::prelude::*;
@@ -15,11 +15,16 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-const REAL_TOKENIZER: &[u8] = include_bytes!("../../../tests/fixtures/tokenizers/qwen35/tokenizer.json");
-const REAL_TOKENIZER_CONFIG: &[u8] = include_bytes!("../../../tests/fixtures/tokenizers/qwen35/tokenizer_config.json");
-const TINY_TOKENIZER: &[u8] = include_bytes!("../../../tests/fixtures/models/tiny-a/tokenizer.json");
-const TINY_TOKENIZER_CONFIG: &[u8] = include_bytes!("../../../tests/fixtures/models/tiny-a/tokenizer_config.json");
-const TINY_PROCESSOR: &[u8] = include_bytes!("../../../tests/fixtures/models/tiny-a/processor_config.json");
+const REAL_TOKENIZER: &[u8] =
+    include_bytes!("../../../tests/fixtures/tokenizers/qwen35/tokenizer.json");
+const REAL_TOKENIZER_CONFIG: &[u8] =
+    include_bytes!("../../../tests/fixtures/tokenizers/qwen35/tokenizer_config.json");
+const TINY_TOKENIZER: &[u8] =
+    include_bytes!("../../../tests/fixtures/models/tiny-a/tokenizer.json");
+const TINY_TOKENIZER_CONFIG: &[u8] =
+    include_bytes!("../../../tests/fixtures/models/tiny-a/tokenizer_config.json");
+const TINY_PROCESSOR: &[u8] =
+    include_bytes!("../../../tests/fixtures/models/tiny-a/processor_config.json");
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Preset {
@@ -78,24 +83,69 @@ struct Shapes {
 fn shapes(p: Preset) -> Shapes {
     match p {
         Preset::Tiny => Shapes {
-            hidden: 64, inter: 128, layers: 8, heads: 4, kv_heads: 2, head_dim: 32,
-            lin_k: 2, lin_v: 4, lin_dk: 16, vocab: 832, mrope: [2, 1, 1],
-            vision_depth: 2, vision_hidden: 32, vision_inter: 64, vision_heads: 2, vision_pos: 16,
-            head_width: 32, head_heads: 4, head_ff: 64,
+            hidden: 64,
+            inter: 128,
+            layers: 8,
+            heads: 4,
+            kv_heads: 2,
+            head_dim: 32,
+            lin_k: 2,
+            lin_v: 4,
+            lin_dk: 16,
+            vocab: 832,
+            mrope: [2, 1, 1],
+            vision_depth: 2,
+            vision_hidden: 32,
+            vision_inter: 64,
+            vision_heads: 2,
+            vision_pos: 16,
+            head_width: 32,
+            head_heads: 4,
+            head_ff: 64,
             ids: [780, 781, 777, 778, 770, 768],
         },
         Preset::Flash => Shapes {
-            hidden: 4096, inter: 12288, layers: 32, heads: 16, kv_heads: 4, head_dim: 256,
-            lin_k: 16, lin_v: 32, lin_dk: 128, vocab: 248_320, mrope: [11, 11, 10],
-            vision_depth: 27, vision_hidden: 1152, vision_inter: 4304, vision_heads: 16, vision_pos: 2304,
-            head_width: 1024, head_heads: 16, head_ff: 4096,
+            hidden: 4096,
+            inter: 12288,
+            layers: 32,
+            heads: 16,
+            kv_heads: 4,
+            head_dim: 256,
+            lin_k: 16,
+            lin_v: 32,
+            lin_dk: 128,
+            vocab: 248_320,
+            mrope: [11, 11, 10],
+            vision_depth: 27,
+            vision_hidden: 1152,
+            vision_inter: 4304,
+            vision_heads: 16,
+            vision_pos: 2304,
+            head_width: 1024,
+            head_heads: 16,
+            head_ff: 4096,
             ids: [248_056, 248_057, 248_053, 248_054, 248_046, 248_044],
         },
         Preset::Clef => Shapes {
-            hidden: 5120, inter: 17408, layers: 64, heads: 24, kv_heads: 4, head_dim: 256,
-            lin_k: 16, lin_v: 48, lin_dk: 128, vocab: 248_320, mrope: [11, 11, 10],
-            vision_depth: 27, vision_hidden: 1152, vision_inter: 4304, vision_heads: 16, vision_pos: 2304,
-            head_width: 1024, head_heads: 16, head_ff: 4096,
+            hidden: 5120,
+            inter: 17408,
+            layers: 64,
+            heads: 24,
+            kv_heads: 4,
+            head_dim: 256,
+            lin_k: 16,
+            lin_v: 48,
+            lin_dk: 128,
+            vocab: 248_320,
+            mrope: [11, 11, 10],
+            vision_depth: 27,
+            vision_hidden: 1152,
+            vision_inter: 4304,
+            vision_heads: 16,
+            vision_pos: 2304,
+            head_width: 1024,
+            head_heads: 16,
+            head_ff: 4096,
             ids: [248_056, 248_057, 248_053, 248_054, 248_046, 248_044],
         },
     }
@@ -105,9 +155,17 @@ fn shapes(p: Preset) -> Shapes {
 pub fn config_json(opts: &SynthOptions) -> serde_json::Value {
     let s = shapes(opts.preset);
     let layers = opts.layers.unwrap_or(s.layers).max(1);
-    let vision_depth = opts.layers.map_or(s.vision_depth, |l| l.clamp(1, s.vision_depth));
+    let vision_depth = opts
+        .layers
+        .map_or(s.vision_depth, |l| l.clamp(1, s.vision_depth));
     let layer_types: Vec<&str> = (0..layers)
-        .map(|i| if (i + 1) % 4 == 0 { "full_attention" } else { "linear_attention" })
+        .map(|i| {
+            if (i + 1) % 4 == 0 {
+                "full_attention"
+            } else {
+                "linear_attention"
+            }
+        })
         .collect();
     json!({
         "architectures": ["Qwen3_5ForConditionalGeneration"],
@@ -265,7 +323,11 @@ fn fill_block(init: Init, seed: u64, block: usize, out: &mut [u8]) {
 }
 
 fn write_tensor(e: &TensorEntry, seed: u64, out: &mut dyn std::io::Write) -> std::io::Result<()> {
-    let numel: usize = e.shape.iter().product::<usize>().max(usize::from(e.shape.is_empty()));
+    let numel: usize = e
+        .shape
+        .iter()
+        .product::<usize>()
+        .max(usize::from(e.shape.is_empty()));
     let tseed = name_hash(&e.name, seed);
     let blocks = numel.div_ceil(BLOCK);
     // Generate a batch of blocks in parallel, then write them in order.
@@ -289,7 +351,9 @@ fn write_entries(path: &Path, entries: &[TensorEntry], seed: u64) -> Result<u64>
         .map(|e| TensorSpec::new(e.name.clone(), Dtype::Bf16, &e.shape))
         .collect();
     let meta = BTreeMap::from([("format".to_string(), "pt".to_string())]);
-    write_safetensors(path, &specs, &meta, |i, out| write_tensor(&entries[i], seed, out))
+    write_safetensors(path, &specs, &meta, |i, out| {
+        write_tensor(&entries[i], seed, out)
+    })
 }
 
 fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
@@ -300,18 +364,24 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
 pub fn synthesize(dir: &Path, opts: &SynthOptions) -> Result<u64> {
     std::fs::create_dir_all(dir).map_err(|e| ModelError::io(dir, e))?;
     let cfg_json = config_json(opts);
-    let cfg: ModelConfig = serde_json::from_value(cfg_json.clone()).map_err(|e| ModelError::Json {
-        path: dir.join("config.json"),
-        message: e.to_string(),
-    })?;
+    let cfg: ModelConfig =
+        serde_json::from_value(cfg_json.clone()).map_err(|e| ModelError::Json {
+            path: dir.join("config.json"),
+            message: e.to_string(),
+        })?;
     let head = head_config(opts.preset);
     let s = shapes(opts.preset);
     let pretty = |v: &serde_json::Value| serde_json::to_vec_pretty(v).unwrap_or_default();
     write_file(&dir.join("config.json"), &pretty(&cfg_json))?;
-    write_file(&dir.join("joint_head_config.json"), &pretty(&serde_json::to_value(&head).unwrap_or_default()))?;
+    write_file(
+        &dir.join("joint_head_config.json"),
+        &pretty(&serde_json::to_value(&head).unwrap_or_default()),
+    )?;
     write_file(
         &dir.join("generation_config.json"),
-        &pretty(&json!({"bos_token_id": s.ids[5], "eos_token_id": [s.ids[4], s.ids[5]], "pad_token_id": s.ids[5]})),
+        &pretty(
+            &json!({"bos_token_id": s.ids[5], "eos_token_id": [s.ids[4], s.ids[5]], "pad_token_id": s.ids[5]}),
+        ),
     )?;
     let (tok, tok_cfg) = match opts.preset {
         Preset::Tiny => (TINY_TOKENIZER, TINY_TOKENIZER_CONFIG),
@@ -321,9 +391,20 @@ pub fn synthesize(dir: &Path, opts: &SynthOptions) -> Result<u64> {
     write_file(&dir.join("tokenizer_config.json"), tok_cfg)?;
     match opts.preset {
         Preset::Tiny => write_file(&dir.join("processor_config.json"), TINY_PROCESSOR)?,
-        _ => write_file(&dir.join("processor_config.json"), &pretty(&real_processor_config()))?,
+        _ => write_file(
+            &dir.join("processor_config.json"),
+            &pretty(&real_processor_config()),
+        )?,
     }
-    let mut total = write_entries(&dir.join("model.safetensors"), &backbone_tensors(&cfg), opts.seed)?;
-    total += write_entries(&dir.join("joint_head.safetensors"), &head_tensors(&head), opts.seed ^ 0x5eed)?;
+    let mut total = write_entries(
+        &dir.join("model.safetensors"),
+        &backbone_tensors(&cfg),
+        opts.seed,
+    )?;
+    total += write_entries(
+        &dir.join("joint_head.safetensors"),
+        &head_tensors(&head),
+        opts.seed ^ 0x5eed,
+    )?;
     Ok(total)
 }

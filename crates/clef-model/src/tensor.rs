@@ -111,7 +111,13 @@ pub struct Tensor {
 
 impl std::fmt::Debug for Tensor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Tensor({} {} {:?})", self.name, self.dtype.name(), self.shape)
+        write!(
+            f,
+            "Tensor({} {} {:?})",
+            self.name,
+            self.dtype.name(),
+            self.shape
+        )
     }
 }
 
@@ -206,7 +212,8 @@ impl Tensor {
             Dtype::Bf16 => WeightData::Bf16(bytes),
             _ => WeightData::F16(bytes),
         };
-        WeightView::new(r1 - r0, cols, data).map_err(|e| ModelError::Input(format!("{}: {e}", self.name)))
+        WeightView::new(r1 - r0, cols, data)
+            .map_err(|e| ModelError::Input(format!("{}: {e}", self.name)))
     }
 
     /// The tensor as a `[rows, cols]` matrix in its stored dtype; trailing dimensions are

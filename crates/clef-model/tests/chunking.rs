@@ -19,7 +19,10 @@ fn probabilities_do_not_depend_on_chunk_size_or_order() {
         layout: g.layout.clone(),
     };
     let run = |chunk: usize, order: PrefillOrder| -> Vec<Vec<f64>> {
-        let opts = RunOptions { chunk_size: chunk, order };
+        let opts = RunOptions {
+            chunk_size: chunk,
+            order,
+        };
         let (logits, _) = model.score(&prompt, &opts, &|| false).unwrap();
         logits.iter().map(|l| softmax(l)).collect()
     };
@@ -49,7 +52,10 @@ fn cancellation_stops_at_a_chunk_boundary() {
         calls.set(calls.get() + 1);
         calls.get() > 2
     };
-    let opts = RunOptions { chunk_size: 64, ..Default::default() };
+    let opts = RunOptions {
+        chunk_size: 64,
+        ..Default::default()
+    };
     let err = model.score(&prompt, &opts, &cancel).unwrap_err();
     assert!(matches!(err, clef_model::ModelError::Cancelled));
     assert_eq!(calls.get(), 3);

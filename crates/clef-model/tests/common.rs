@@ -62,7 +62,13 @@ pub fn load_golden(path: &std::path::Path) -> Golden {
             .as_array()
             .unwrap()
             .iter()
-            .map(|q| q.as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect())
+            .map(|q| {
+                q.as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_f64().unwrap())
+                    .collect()
+            })
             .collect()
     };
     Golden {

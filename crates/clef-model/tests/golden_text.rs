@@ -17,7 +17,9 @@ fn check_model(name: &str) {
             media: vec![],
             layout: g.layout.clone(),
         };
-        let (logits, _) = model.score(&prompt, &RunOptions::default(), &|| false).unwrap();
+        let (logits, _) = model
+            .score(&prompt, &RunOptions::default(), &|| false)
+            .unwrap();
         let probs: Vec<Vec<f64>> = logits.iter().map(|l| softmax(l)).collect();
         let dp = max_abs_dp(&probs, &g.probabilities);
         eprintln!("{name}/{}: max |dp| = {dp:.2e}", g.name);

@@ -28,7 +28,10 @@ fn write(path: &Path, tensors: &[Tensor]) {
         .iter()
         .map(|t| TensorSpec::new(t.name.clone(), t.dtype, &t.shape))
         .collect();
-    write_safetensors(path, &specs, &BTreeMap::new(), |i, out| out.write_all(tensors[i].bytes())).unwrap();
+    write_safetensors(path, &specs, &BTreeMap::new(), |i, out| {
+        out.write_all(tensors[i].bytes())
+    })
+    .unwrap();
 }
 
 fn rewrite(dir: &Path, edit: impl FnOnce(&mut Vec<Tensor>)) {
@@ -56,7 +59,10 @@ fn missing_tensor_is_named() {
     copy_model(dir.path());
     rewrite(dir.path(), |ts| ts.retain(|t| t.name != QKV));
     let err = Model::load(dir.path()).err().unwrap();
-    assert!(matches!(&err, ModelError::MissingTensor { name, .. } if name == QKV), "{err}");
+    assert!(
+        matches!(&err, ModelError::MissingTensor { name, .. } if name == QKV),
+        "{err}"
+    );
 }
 
 #[test]
@@ -69,7 +75,10 @@ fn misshapen_tensor_is_named() {
         *t = Tensor::owned(QKV, t.dtype, vec![64, 128], bytes);
     });
     let err = Model::load(dir.path()).err().unwrap();
-    assert!(matches!(&err, ModelError::TensorShape { name, .. } if name == QKV), "{err}");
+    assert!(
+        matches!(&err, ModelError::TensorShape { name, .. } if name == QKV),
+        "{err}"
+    );
     assert!(err.to_string().contains("[64, 128]"));
 }
 
@@ -77,9 +86,14 @@ fn misshapen_tensor_is_named() {
 fn extra_tensor_is_named() {
     let dir = tempfile::tempdir().unwrap();
     copy_model(dir.path());
-    rewrite(dir.path(), |ts| ts.push(Tensor::from_f32("mtp.fc.weight", vec![2], &[1.0, 2.0])));
+    rewrite(dir.path(), |ts| {
+        ts.push(Tensor::from_f32("mtp.fc.weight", vec![2], &[1.0, 2.0]))
+    });
     let err = Model::load(dir.path()).err().unwrap();
-    assert!(matches!(&err, ModelError::ExtraTensor { name, .. } if name == "mtp.fc.weight"), "{err}");
+    assert!(
+        matches!(&err, ModelError::ExtraTensor { name, .. } if name == "mtp.fc.weight"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -108,7 +122,9 @@ fn sharded_checkpoint_loads_like_a_single_file() {
     let dir = tempfile::tempdir().unwrap();
     copy_model(dir.path());
     let all = tensors(&dir.path().join("model.safetensors"));
-    let (a, b): (Vec<_>, Vec<_>) = all.into_iter().partition(|t| t.name < "model.language_model.layers.4".to_string());
+    let (a, b): (Vec<_>, Vec<_>) = all
+        .into_iter()
+        .partition(|t| t.name < "model.language_model.layers.4".to_string());
     write(&dir.path().join("model-00001-of-00002.safetensors"), &a);
     write(&dir.path().join("model-00002-of-00002.safetensors"), &b);
     let mut map = serde_json::Map::new();

@@ -32,11 +32,33 @@ impl Attention {
         let q_rows = t.num_attention_heads * d * if t.attn_output_gate { 2 } else { 1 };
         Ok(Attention {
             q_proj: Linear::take(set, &format!("{prefix}.q_proj"), q_rows, h, false)?,
-            k_proj: Linear::take(set, &format!("{prefix}.k_proj"), t.num_key_value_heads * d, h, false)?,
-            v_proj: Linear::take(set, &format!("{prefix}.v_proj"), t.num_key_value_heads * d, h, false)?,
-            o_proj: Linear::take(set, &format!("{prefix}.o_proj"), h, t.num_attention_heads * d, false)?,
-            q_norm: set.take(&format!("{prefix}.q_norm.weight"), &[d])?.to_f32()?,
-            k_norm: set.take(&format!("{prefix}.k_norm.weight"), &[d])?.to_f32()?,
+            k_proj: Linear::take(
+                set,
+                &format!("{prefix}.k_proj"),
+                t.num_key_value_heads * d,
+                h,
+                false,
+            )?,
+            v_proj: Linear::take(
+                set,
+                &format!("{prefix}.v_proj"),
+                t.num_key_value_heads * d,
+                h,
+                false,
+            )?,
+            o_proj: Linear::take(
+                set,
+                &format!("{prefix}.o_proj"),
+                h,
+                t.num_attention_heads * d,
+                false,
+            )?,
+            q_norm: set
+                .take(&format!("{prefix}.q_norm.weight"), &[d])?
+                .to_f32()?,
+            k_norm: set
+                .take(&format!("{prefix}.k_norm.weight"), &[d])?
+                .to_f32()?,
             heads: t.num_attention_heads,
             kv_heads: t.num_key_value_heads,
             head_dim: d,
@@ -57,7 +79,17 @@ impl Attention {
     /// Attend `n` normed rows `x` (the next rows of the sequence) over the cache plus
     /// themselves; `cos`/`sin` are their rotary tables.
     #[allow(clippy::too_many_arguments)]
-    pub fn forward(&self, x: &[f32], n: usize, rope: &Rope, cos: &[f32], sin: &[f32], cache: &mut KvCache, out: &mut [f32], s: &mut Scratch) -> Result<()> {
+    pub fn forward(
+        &self,
+        x: &[f32],
+        n: usize,
+        rope: &Rope,
+        cos: &[f32],
+        sin: &[f32],
+        cache: &mut KvCache,
+        out: &mut [f32],
+        s: &mut Scratch,
+    ) -> Result<()> {
         let (hq, hkv, d) = (self.heads, self.kv_heads, self.head_dim);
         let packed = sized(&mut s.a, n * self.q_proj.rows);
         self.q_proj.forward(x, n, packed)?;
@@ -94,7 +126,9 @@ impl Attention {
 
         let attn = sized(&mut s.mixer_out, n * hq * d);
         let scale = 1.0 / (d as f32).sqrt();
-        causal_attention(qn, &cache.k, &cache.v, n, cache.len, hq, hkv, d, scale, attn);
+        causal_attention(
+            qn, &cache.k, &cache.v, n, cache.len, hq, hkv, d, scale, attn,
+        );
         if self.gated {
             for (a, g) in attn.iter_mut().zip(gate.iter()) {
                 *a *= sigmoid(*g);

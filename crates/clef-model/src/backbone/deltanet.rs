@@ -43,7 +43,9 @@ impl DeltaNet {
         let conv = set
             .take(&format!("{prefix}.conv1d.weight"), &[conv_dim, 1, k])?
             .to_f32()?;
-        let a_log = set.take(&format!("{prefix}.A_log"), &[dims.v_heads])?.to_f32()?;
+        let a_log = set
+            .take(&format!("{prefix}.A_log"), &[dims.v_heads])?
+            .to_f32()?;
         Ok(DeltaNet {
             in_proj_qkv: Linear::take(set, &format!("{prefix}.in_proj_qkv"), conv_dim, h, false)?,
             in_proj_z: Linear::take(set, &format!("{prefix}.in_proj_z"), value_dim, h, false)?,
@@ -52,8 +54,12 @@ impl DeltaNet {
             out_proj: Linear::take(set, &format!("{prefix}.out_proj"), h, value_dim, false)?,
             conv,
             neg_a: a_log.iter().map(|a| -a.exp()).collect(),
-            dt_bias: set.take(&format!("{prefix}.dt_bias"), &[dims.v_heads])?.to_f32()?,
-            norm: set.take(&format!("{prefix}.norm.weight"), &[dims.dv])?.to_f32()?,
+            dt_bias: set
+                .take(&format!("{prefix}.dt_bias"), &[dims.v_heads])?
+                .to_f32()?,
+            norm: set
+                .take(&format!("{prefix}.norm.weight"), &[dims.dv])?
+                .to_f32()?,
             dims,
             kernel: k,
             eps: t.rms_norm_eps as f32,
@@ -72,7 +78,14 @@ impl DeltaNet {
     }
 
     /// Mix `n` normed rows `x` ([n, hidden]) into `out` ([n, hidden]), advancing `state`.
-    pub fn forward(&self, x: &[f32], n: usize, state: &mut DeltaNetState, out: &mut [f32], s: &mut Scratch) -> Result<()> {
+    pub fn forward(
+        &self,
+        x: &[f32],
+        n: usize,
+        state: &mut DeltaNetState,
+        out: &mut [f32],
+        s: &mut Scratch,
+    ) -> Result<()> {
         let d = &self.dims;
         let conv_dim = self.conv_dim();
         let key_dim = d.k_heads * d.dk;
@@ -82,7 +95,8 @@ impl DeltaNet {
         // Pre-conv rows with the carried history in front: [hist + n, conv_dim].
         let ext = sized(&mut s.a, (hist + n) * conv_dim);
         ext[..hist * conv_dim].copy_from_slice(&state.conv);
-        self.in_proj_qkv.forward(x, n, &mut ext[hist * conv_dim..])?;
+        self.in_proj_qkv
+            .forward(x, n, &mut ext[hist * conv_dim..])?;
         let z = sized(&mut s.b, n * value_dim);
         self.in_proj_z.forward(x, n, z)?;
         let braw = sized(&mut s.c, n * d.v_heads);
@@ -147,7 +161,13 @@ impl DeltaNet {
     }
 
     pub fn release(&self) {
-        for l in [&self.in_proj_qkv, &self.in_proj_z, &self.in_proj_b, &self.in_proj_a, &self.out_proj] {
+        for l in [
+            &self.in_proj_qkv,
+            &self.in_proj_z,
+            &self.in_proj_b,
+            &self.in_proj_a,
+            &self.out_proj,
+        ] {
             l.release();
         }
     }

@@ -22,7 +22,14 @@ impl Mlp {
         })
     }
 
-    pub fn forward(&self, x: &[f32], n: usize, out: &mut [f32], gate_buf: &mut Vec<f32>, up_buf: &mut Vec<f32>) -> Result<()> {
+    pub fn forward(
+        &self,
+        x: &[f32],
+        n: usize,
+        out: &mut [f32],
+        gate_buf: &mut Vec<f32>,
+        up_buf: &mut Vec<f32>,
+    ) -> Result<()> {
         let inter = self.gate.rows;
         let gate = sized(gate_buf, n * inter);
         self.gate.forward(x, n, gate)?;

@@ -71,12 +71,20 @@ impl Backbone {
         for (i, kind) in cfg.layer_kinds().into_iter().enumerate() {
             let p = format!("{PREFIX}.layers.{i}");
             let mixer = match kind {
-                LayerKind::LinearAttention => Mixer::DeltaNet(DeltaNet::take(set, &format!("{p}.linear_attn"), t)?),
-                LayerKind::FullAttention => Mixer::Attention(Attention::take(set, &format!("{p}.self_attn"), t)?),
+                LayerKind::LinearAttention => {
+                    Mixer::DeltaNet(DeltaNet::take(set, &format!("{p}.linear_attn"), t)?)
+                }
+                LayerKind::FullAttention => {
+                    Mixer::Attention(Attention::take(set, &format!("{p}.self_attn"), t)?)
+                }
             };
             layers.push(Layer {
-                input_norm: set.take(&format!("{p}.input_layernorm.weight"), &[h])?.to_f32()?,
-                post_norm: set.take(&format!("{p}.post_attention_layernorm.weight"), &[h])?.to_f32()?,
+                input_norm: set
+                    .take(&format!("{p}.input_layernorm.weight"), &[h])?
+                    .to_f32()?,
+                post_norm: set
+                    .take(&format!("{p}.post_attention_layernorm.weight"), &[h])?
+                    .to_f32()?,
                 mixer,
                 mlp: Mlp::take(set, &format!("{p}.mlp"), h, t.intermediate_size)?,
             });
@@ -129,7 +137,16 @@ impl Backbone {
     /// Run layer `li` over `n` rows `x` ([n, hidden], updated in place) that sit at sequence
     /// rows `start..start + n`.
     #[allow(clippy::too_many_arguments)]
-    pub fn forward_layer(&self, li: usize, x: &mut [f32], n: usize, start: usize, pos: &Positions, state: &mut SequenceState, s: &mut Scratch) -> Result<()> {
+    pub fn forward_layer(
+        &self,
+        li: usize,
+        x: &mut [f32],
+        n: usize,
+        start: usize,
+        pos: &Positions,
+        state: &mut SequenceState,
+        s: &mut Scratch,
+    ) -> Result<()> {
         let h = self.hidden;
         let layer = &self.layers[li];
         let mut normed = std::mem::take(&mut s.normed);
@@ -150,7 +167,11 @@ impl Backbone {
                     let (cos, sin) = self.rope.tables(pos, start, n);
                     m.forward(xn, n, &self.rope, &cos, &sin, cache, out, s)?
                 }
-                _ => return Err(ModelError::Input(format!("layer {li}: state does not match the layer kind"))),
+                _ => {
+                    return Err(ModelError::Input(format!(
+                        "layer {li}: state does not match the layer kind"
+                    )))
+                }
             }
             for (xv, o) in x.iter_mut().zip(out.iter()) {
                 *xv += o;
@@ -169,10 +190,19 @@ impl Backbone {
 
     /// Run every layer over the next `n` rows of the sequence, then the final norm; `x` holds
     /// the input embeddings on entry and the final-normed hidden rows on return.
-    pub fn forward_chunk(&self, x: &mut [f32], n: usize, pos: &Positions, state: &mut SequenceState, s: &mut Scratch) -> Result<()> {
+    pub fn forward_chunk(
+        &self,
+        x: &mut [f32],
+        n: usize,
+        pos: &Positions,
+        state: &mut SequenceState,
+        s: &mut Scratch,
+    ) -> Result<()> {
         let start = state.position;
         if start + n > pos.len() {
-            return Err(ModelError::Input("positions shorter than the sequence".into()));
+            return Err(ModelError::Input(
+                "positions shorter than the sequence".into(),
+            ));
         }
         for li in 0..self.layers.len() {
             self.forward_layer(li, x, n, start, pos, state, s)?;

@@ -29,12 +29,18 @@ impl Positions {
     /// row `start` sits at (p, p + row, p + col), after which p advances by max(mh, mw).
     /// `groups` must be sorted by start and not overlap.
     pub fn with_media(len: usize, groups: &[(usize, usize, usize)]) -> Result<Self, String> {
-        let mut pos = Positions { t: Vec::with_capacity(len), h: Vec::with_capacity(len), w: Vec::with_capacity(len) };
+        let mut pos = Positions {
+            t: Vec::with_capacity(len),
+            h: Vec::with_capacity(len),
+            w: Vec::with_capacity(len),
+        };
         let mut p: u32 = 0;
         let mut row = 0;
         for &(start, mh, mw) in groups {
             if start < row || start + mh * mw > len {
-                return Err(format!("vision group at row {start} overlaps or leaves the prompt"));
+                return Err(format!(
+                    "vision group at row {start} overlaps or leaves the prompt"
+                ));
             }
             while row < start {
                 pos.push(p, p, p);
@@ -128,7 +134,15 @@ impl Rope {
     }
 
     /// Rotate the first `rotary_dim` dims of every head of `x` ([n, heads, head_dim]).
-    pub fn apply(&self, x: &mut [f32], n: usize, heads: usize, head_dim: usize, cos: &[f32], sin: &[f32]) {
+    pub fn apply(
+        &self,
+        x: &mut [f32],
+        n: usize,
+        heads: usize,
+        head_dim: usize,
+        cos: &[f32],
+        sin: &[f32],
+    ) {
         let half = self.rotary_dim / 2;
         for r in 0..n {
             let c = &cos[r * half..(r + 1) * half];

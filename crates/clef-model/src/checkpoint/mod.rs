@@ -148,9 +148,9 @@ pub fn backbone_files(dir: &Path) -> Result<Vec<PathBuf>> {
         .ok_or_else(|| ModelError::config(&index, "missing `weight_map` object"))?;
     let mut files: Vec<String> = Vec::new();
     for (tensor, file) in map {
-        let file = file
-            .as_str()
-            .ok_or_else(|| ModelError::config(&index, format!("`{tensor}` maps to a non-string")))?;
+        let file = file.as_str().ok_or_else(|| {
+            ModelError::config(&index, format!("`{tensor}` maps to a non-string"))
+        })?;
         // Shard names come from a file a user downloaded: keep them inside the folder.
         if file.contains('/') || file.contains('\\') || file.starts_with('.') {
             return Err(ModelError::config(

@@ -41,7 +41,10 @@ impl SchemaLayout {
         let ok = |r: &Range<usize>| r.start < r.end && r.end <= self.len;
         for (qi, q) in self.questions.iter().enumerate() {
             if !ok(&q.span) {
-                return Err(format!("question {qi}: span {:?} is empty or outside the prompt", q.span));
+                return Err(format!(
+                    "question {qi}: span {:?} is empty or outside the prompt",
+                    q.span
+                ));
             }
             if q.type_id > 2 {
                 return Err(format!("question {qi}: unknown type id {}", q.type_id));

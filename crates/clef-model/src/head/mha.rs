@@ -22,7 +22,9 @@ impl Mha {
         in_proj.matrix()?;
         Ok(Mha {
             in_proj,
-            in_bias: set.take(&format!("{prefix}.in_proj_bias"), &[3 * width])?.to_f32()?,
+            in_bias: set
+                .take(&format!("{prefix}.in_proj_bias"), &[3 * width])?
+                .to_f32()?,
             out_proj: Linear::take(set, &format!("{prefix}.out_proj"), width, width, true)?,
             width,
             heads,
@@ -34,7 +36,13 @@ impl Mha {
         let w = self.width;
         let view = self.in_proj.row_block(part * w, (part + 1) * w)?;
         let mut y = vec![0.0; n * w];
-        matmul_bias(x, n, &view, Some(&self.in_bias[part * w..(part + 1) * w]), &mut y);
+        matmul_bias(
+            x,
+            n,
+            &view,
+            Some(&self.in_bias[part * w..(part + 1) * w]),
+            &mut y,
+        );
         Ok(y)
     }
 
@@ -44,11 +52,28 @@ impl Mha {
     }
 
     /// Attention of `nq` query rows `x` (un-projected) over projected keys/values.
-    pub fn attend(&self, x: &[f32], nq: usize, k: &[f32], v: &[f32], nk: usize) -> Result<Vec<f32>> {
+    pub fn attend(
+        &self,
+        x: &[f32],
+        nq: usize,
+        k: &[f32],
+        v: &[f32],
+        nk: usize,
+    ) -> Result<Vec<f32>> {
         let q = self.project(0, x, nq)?;
         let d = self.width / self.heads;
         let mut ctx = vec![0.0; nq * self.width];
-        attention(&q, k, v, nq, nk, self.heads, d, 1.0 / (d as f32).sqrt(), &mut ctx);
+        attention(
+            &q,
+            k,
+            v,
+            nq,
+            nk,
+            self.heads,
+            d,
+            1.0 / (d as f32).sqrt(),
+            &mut ctx,
+        );
         self.out_proj.apply(&ctx, nq)
     }
 }

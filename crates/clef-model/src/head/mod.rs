@@ -101,7 +101,9 @@ fn scalar(set: &mut TensorSet, name: &str) -> Result<f32> {
 impl JointHead {
     pub fn take(set: &mut TensorSet, cfg: &HeadConfig) -> Result<Self> {
         let (h, w, f) = (cfg.hidden_size, cfg.width, cfg.feedforward);
-        let proj = |set: &mut TensorSet, name: &str| Linear::take(set, &format!("{name}_projection"), w, h, false);
+        let proj = |set: &mut TensorSet, name: &str| {
+            Linear::take(set, &format!("{name}_projection"), w, h, false)
+        };
         let ff = |set: &mut TensorSet, up: &str, down: &str| -> Result<FeedForward> {
             Ok(FeedForward {
                 up: Linear::take(set, up, f, w, true)?,
@@ -116,7 +118,11 @@ impl JointHead {
                 memory_norm: Norm::take(set, &format!("{p}.memory_norm"), w)?,
                 ff_norm: Norm::take(set, &format!("{p}.feedforward_norm"), w)?,
                 attention: Mha::take(set, &format!("{p}.attention"), w, cfg.heads)?,
-                ff: ff(set, &format!("{p}.feedforward.0"), &format!("{p}.feedforward.3"))?,
+                ff: ff(
+                    set,
+                    &format!("{p}.feedforward.0"),
+                    &format!("{p}.feedforward.3"),
+                )?,
             });
         }
         let mut joint = Vec::new();
@@ -169,7 +175,12 @@ impl JointHead {
 
     /// Option logits per question, options in encode order. `lexical` holds ℓ_o for every
     /// option (`[options, hidden]`, mean of raw `lm_head` rows of the option's tokens).
-    pub fn forward(&self, layout: &SchemaLayout, inp: &HeadInputs, lexical: &[f32]) -> Result<Vec<Vec<f32>>> {
+    pub fn forward(
+        &self,
+        layout: &SchemaLayout,
+        inp: &HeadInputs,
+        lexical: &[f32],
+    ) -> Result<Vec<Vec<f32>>> {
         let (h, w) = (self.hidden(), self.width());
         let l = layout.len;
         let nq = layout.questions.len();
@@ -214,7 +225,10 @@ impl JointHead {
         for (qi, q) in layout.questions.iter().enumerate() {
             let bq = &b[qi * w..(qi + 1) * w];
             let rows = &z[first * w..(first + q.options.len()) * w];
-            let mut att: Vec<f32> = rows.chunks_exact(w).map(|zo| dot(zo, bq) * inv_sqrt_w).collect();
+            let mut att: Vec<f32> = rows
+                .chunks_exact(w)
+                .map(|zo| dot(zo, bq) * inv_sqrt_w)
+                .collect();
             softmax_in_place(&mut att);
             let s = &mut summaries[qi * w..(qi + 1) * w];
             for (a, zo) in att.iter().zip(rows.chunks_exact(w)) {
@@ -271,7 +285,8 @@ impl JointHead {
         let mut logits = Vec::with_capacity(nq);
         for (qi, q) in layout.questions.iter().enumerate() {
             let uq = &inp.question_means[qi * h..(qi + 1) * h];
-            let anchor: Vec<f32> = normalize(&uq.iter().zip(g).map(|(a, b)| a + b).collect::<Vec<_>>());
+            let anchor: Vec<f32> =
+                normalize(&uq.iter().zip(g).map(|(a, b)| a + b).collect::<Vec<_>>());
             let fq = &f[qi * w..(qi + 1) * w];
             let fnorm = norm(fq).max(1e-8);
             let mut ql = Vec::with_capacity(q.options.len());

@@ -93,11 +93,20 @@ impl<'a> HeadStream<'a> {
             )));
         }
         self.x.resize(n * h, 0.0);
-        layer_norm(&rows[..n * h], h, &self.head.hidden_norm.0, &self.head.hidden_norm.1, 1e-5, &mut self.x);
+        layer_norm(
+            &rows[..n * h],
+            h,
+            &self.head.hidden_norm.0,
+            &self.head.hidden_norm.1,
+            1e-5,
+            &mut self.x,
+        );
         let w = self.head.width();
         let old = self.memory.len();
         self.memory.resize(old + n * w, 0.0);
-        self.head.memory_projection.forward(&self.x, n, &mut self.memory[old..])?;
+        self.head
+            .memory_projection
+            .forward(&self.x, n, &mut self.memory[old..])?;
 
         let end = start + n;
         // Spans are sorted by start and disjoint in practice; a linear scan over the few that

@@ -83,7 +83,12 @@ pub fn pack_slabs(lengths: &[(usize, usize, usize)], slab_rows: usize) -> Vec<Ve
             used = 0;
         }
         if let Some(s) = slabs.last_mut() {
-            s.push(SlabSegment { item, group, start: used, len });
+            s.push(SlabSegment {
+                item,
+                group,
+                start: used,
+                len,
+            });
         }
         used += len;
     }
@@ -97,14 +102,30 @@ impl VisionTower {
         let merged = d * cfg.spatial_merge_size * cfg.spatial_merge_size;
         let pw = set.take(
             &format!("{PREFIX}.patch_embed.proj.weight"),
-            &[d, cfg.in_channels, cfg.temporal_patch_size, cfg.patch_size, cfg.patch_size],
+            &[
+                d,
+                cfg.in_channels,
+                cfg.temporal_patch_size,
+                cfg.patch_size,
+                cfg.patch_size,
+            ],
         )?;
-        let pb = set.take(&format!("{PREFIX}.patch_embed.proj.bias"), &[d])?.to_f32()?;
-        let patch_embed = Linear { weight: pw, bias: Some(pb), rows: d, cols: patch };
+        let pb = set
+            .take(&format!("{PREFIX}.patch_embed.proj.bias"), &[d])?
+            .to_f32()?;
+        let patch_embed = Linear {
+            weight: pw,
+            bias: Some(pb),
+            rows: d,
+            cols: patch,
+        };
         patch_embed.weight.matrix()?;
         let side = (cfg.num_position_embeddings as f64).sqrt() as usize;
         let pos_table = set
-            .take(&format!("{PREFIX}.pos_embed.weight"), &[cfg.num_position_embeddings, d])?
+            .take(
+                &format!("{PREFIX}.pos_embed.weight"),
+                &[cfg.num_position_embeddings, d],
+            )?
             .to_f32()?;
         let mut blocks = Vec::with_capacity(cfg.depth);
         for i in 0..cfg.depth {
@@ -114,8 +135,20 @@ impl VisionTower {
                 norm2: Norm::take(set, &format!("{b}.norm2"), d)?,
                 qkv: Linear::take(set, &format!("{b}.attn.qkv"), 3 * d, d, true)?,
                 proj: Linear::take(set, &format!("{b}.attn.proj"), d, d, true)?,
-                fc1: Linear::take(set, &format!("{b}.mlp.linear_fc1"), cfg.intermediate_size, d, true)?,
-                fc2: Linear::take(set, &format!("{b}.mlp.linear_fc2"), d, cfg.intermediate_size, true)?,
+                fc1: Linear::take(
+                    set,
+                    &format!("{b}.mlp.linear_fc1"),
+                    cfg.intermediate_size,
+                    d,
+                    true,
+                )?,
+                fc2: Linear::take(
+                    set,
+                    &format!("{b}.mlp.linear_fc2"),
+                    d,
+                    cfg.intermediate_size,
+                    true,
+                )?,
             });
         }
         Ok(VisionTower {
@@ -124,8 +157,20 @@ impl VisionTower {
             side,
             blocks,
             merger_norm: Norm::take(set, &format!("{PREFIX}.merger.norm"), d)?,
-            merger_fc1: Linear::take(set, &format!("{PREFIX}.merger.linear_fc1"), merged, merged, true)?,
-            merger_fc2: Linear::take(set, &format!("{PREFIX}.merger.linear_fc2"), cfg.out_hidden_size, merged, true)?,
+            merger_fc1: Linear::take(
+                set,
+                &format!("{PREFIX}.merger.linear_fc1"),
+                merged,
+                merged,
+                true,
+            )?,
+            merger_fc2: Linear::take(
+                set,
+                &format!("{PREFIX}.merger.linear_fc2"),
+                cfg.out_hidden_size,
+                merged,
+                true,
+            )?,
             rope: VisionRope::new(d / cfg.num_heads),
             cfg: cfg.clone(),
         })
@@ -169,8 +214,13 @@ impl VisionTower {
         let mut lengths = Vec::new();
         for (i, it) in items.iter().enumerate() {
             let g = it.grid;
-            if g.h % self.cfg.spatial_merge_size != 0 || g.w % self.cfg.spatial_merge_size != 0 || g.t == 0 {
-                return Err(ModelError::Input(format!("image {i}: patch grid {g:?} is not a whole number of merge blocks")));
+            if g.h % self.cfg.spatial_merge_size != 0
+                || g.w % self.cfg.spatial_merge_size != 0
+                || g.t == 0
+            {
+                return Err(ModelError::Input(format!(
+                    "image {i}: patch grid {g:?} is not a whole number of merge blocks"
+                )));
             }
             if it.pixels.len() != g.patches() * pd {
                 return Err(ModelError::Input(format!(
@@ -184,14 +234,18 @@ impl VisionTower {
             }
         }
         let out_dim = self.cfg.out_hidden_size;
-        let mut outputs: Vec<Vec<f32>> = items.iter().map(|it| vec![0.0; it.grid.patches() / m2 * out_dim]).collect();
+        let mut outputs: Vec<Vec<f32>> = items
+            .iter()
+            .map(|it| vec![0.0; it.grid.patches() / m2 * out_dim])
+            .collect();
         for slab in pack_slabs(&lengths, slab_rows.max(1)) {
             let merged = self.run_slab(items, &slab)?;
             let mut off = 0;
             for seg in &slab {
                 let rows = seg.len / m2;
                 let dst = seg.group * rows * out_dim;
-                outputs[seg.item][dst..dst + rows * out_dim].copy_from_slice(&merged[off..off + rows * out_dim]);
+                outputs[seg.item][dst..dst + rows * out_dim]
+                    .copy_from_slice(&merged[off..off + rows * out_dim]);
                 off += rows * out_dim;
             }
         }
@@ -238,7 +292,17 @@ impl VisionTower {
             let mut ctx = vec![0.0f32; n * d];
             for seg in slab {
                 let r = seg.start * d..(seg.start + seg.len) * d;
-                attention(&q[r.clone()], &k[r.clone()], &v[r.clone()], seg.len, seg.len, heads, hd, 1.0 / (hd as f32).sqrt(), &mut ctx[r]);
+                attention(
+                    &q[r.clone()],
+                    &k[r.clone()],
+                    &v[r.clone()],
+                    seg.len,
+                    seg.len,
+                    heads,
+                    hd,
+                    1.0 / (hd as f32).sqrt(),
+                    &mut ctx[r],
+                );
             }
             let o = b.proj.apply(&ctx, n)?;
             for (xv, ov) in x.iter_mut().zip(&o) {
@@ -252,7 +316,14 @@ impl VisionTower {
                 *xv += ov;
             }
         }
-        layer_norm(&x, d, &self.merger_norm.0, &self.merger_norm.1, LN_EPS, &mut normed);
+        layer_norm(
+            &x,
+            d,
+            &self.merger_norm.0,
+            &self.merger_norm.1,
+            LN_EPS,
+            &mut normed,
+        );
         let m2 = self.cfg.spatial_merge_size * self.cfg.spatial_merge_size;
         let groups = n / m2;
         let mut hdn = self.merger_fc1.apply(&normed, groups)?;
@@ -270,7 +341,15 @@ mod tests {
         let slabs = pack_slabs(&[(0, 0, 600), (1, 0, 256), (1, 1, 256), (2, 0, 1024)], 1024);
         assert_eq!(slabs.len(), 3);
         assert_eq!(slabs[0].iter().map(|s| s.len).sum::<usize>(), 856);
-        assert_eq!(slabs[1][0], SlabSegment { item: 1, group: 1, start: 0, len: 256 });
+        assert_eq!(
+            slabs[1][0],
+            SlabSegment {
+                item: 1,
+                group: 1,
+                start: 0,
+                len: 256
+            }
+        );
         assert_eq!(slabs[2][0].len, 1024);
     }
 }

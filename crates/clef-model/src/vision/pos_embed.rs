@@ -39,8 +39,18 @@ pub fn interpolate(table: &[f32], side: usize, dim: usize, gh: usize, gw: usize)
         let (hf, hc, dh) = taps(hv);
         for (c, &wv) in ws.iter().enumerate() {
             let (wf, wc, dw) = taps(wv);
-            let idx = [hf * side + wf, hf * side + wc, hc * side + wf, hc * side + wc];
-            let wts = [(1.0 - dh) * (1.0 - dw), (1.0 - dh) * dw, dh * (1.0 - dw), dh * dw];
+            let idx = [
+                hf * side + wf,
+                hf * side + wc,
+                hc * side + wf,
+                hc * side + wc,
+            ];
+            let wts = [
+                (1.0 - dh) * (1.0 - dw),
+                (1.0 - dh) * dw,
+                dh * (1.0 - dw),
+                dh * dw,
+            ];
             let o = &mut out[(r * gw + c) * dim..(r * gw + c + 1) * dim];
             for (k, (&i, &wt)) in idx.iter().zip(&wts).enumerate() {
                 let row = &table[i * dim..(i + 1) * dim];
