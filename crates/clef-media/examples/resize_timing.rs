@@ -1,5 +1,6 @@
 //! Times `resize_bicubic` against the image crate's own Catmull-Rom resize (a baseline measured
-//! in the same run), plus patchify, on a synthetic 12 MP photo-sized image.
+//! in the same run), plus patchify, on a synthetic 12 MP photo-sized image; and, when ffmpeg is
+//! installed, `prepare_video_file` on a 10 s 1280x720 30 fps H.264 clip.
 //!
 //! `cargo run --release -p clef-media --example resize_timing`
 
@@ -42,4 +43,47 @@ fn main() {
     );
     println!("ratio ours/baseline: {:.2}", ours / baseline);
     println!("image_to_patches {}x{}: {:.1} ms", tw, th, patch * 1e3);
+
+    video_timing(&cfg, &limits);
+}
+
+fn video_timing(cfg: &ProcessorConfig, limits: &MediaLimits) {
+    let dir = std::env::temp_dir().join(format!("clef-media-timing-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let clip = dir.join("clip.mp4");
+    let made = std::process::Command::new("ffmpeg")
+        .args([
+            "-v",
+            "error",
+            "-y",
+            "-f",
+            "lavfi",
+            "-i",
+            "testsrc2=size=1280x720:rate=30:duration=10",
+        ])
+        .args([
+            "-c:v", "libx264", "-preset", "veryfast", "-pix_fmt", "yuv420p",
+        ])
+        .arg(&clip)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !made {
+        println!("ffmpeg not available: video timing skipped");
+        return;
+    }
+    let bytes = std::fs::read(&clip).unwrap_or_default();
+    let t = Instant::now();
+    let v = clef_media::prepare_video_file("video/mp4", &bytes, cfg, limits);
+    let elapsed = t.elapsed().as_secs_f64();
+    match v {
+        Ok(v) => println!(
+            "prepare_video_file 10 s 1280x720 30 fps H.264 ({} KiB): {:.0} ms, {} frames, grid {:?}",
+            bytes.len() / 1024,
+            elapsed * 1e3,
+            v.frame_seconds.len(),
+            v.input.grid
+        ),
+        Err(e) => println!("prepare_video_file failed: {e}"),
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

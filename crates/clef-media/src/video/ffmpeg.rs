@@ -267,7 +267,14 @@ impl Session<'_> {
         consume: &mut (dyn FnMut(RgbImage) -> Result<(), MediaError> + Send),
     ) -> Result<Option<Vec<f64>>, MediaError> {
         let select: Vec<String> = indices.iter().map(|i| format!("eq(n\\,{i})")).collect();
-        let filter = format!("select={},showinfo", select.join("+"));
+        // The explicit scale pins every output frame to the probed size, so a stream that
+        // changes resolution midway cannot desynchronise the fixed-size reads below.
+        let filter = format!(
+            "select={},scale={}:{},showinfo",
+            select.join("+"),
+            info.width,
+            info.height
+        );
         let mut args = vec![
             OsStr::new("-nostdin"),
             OsStr::new("-hide_banner"),
