@@ -1,0 +1,51 @@
+//! Encoder errors, each mapped onto the wire contract's status and code.
+
+use std::path::PathBuf;
+
+use clef_api::ApiError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EncodeError {
+    #[error("cannot load tokenizer {path}: {message}")]
+    LoadTokenizer { path: PathBuf, message: String },
+    #[error("tokenizer has no {token} token; it is not a Qwen3.5 / Clef vocabulary")]
+    MissingSpecialToken { token: &'static str },
+    /// The reference's `ValueError` wording.
+    #[error("schema requires {required} tokens before state; maximum is {maximum}")]
+    SchemaTooLong { required: usize, maximum: usize },
+    #[error(
+        "prompt is {tokens} tokens ({state_tokens} of them state); maximum is {maximum} \
+         (state truncation was not requested)"
+    )]
+    PromptTooLong {
+        tokens: usize,
+        state_tokens: usize,
+        maximum: usize,
+    },
+    #[error("questions.{question}: the {what} renders to no tokens")]
+    EmptySpan {
+        question: String,
+        what: &'static str,
+    },
+    #[error("tokenization failed: {0}")]
+    Tokenize(String),
+    #[error("media layout does not match the request: {0}")]
+    MediaLayout(String),
+}
+
+impl From<EncodeError> for ApiError {
+    fn from(e: EncodeError) -> Self {
+        match e {
+            EncodeError::SchemaTooLong { .. } | EncodeError::PromptTooLong { .. } => {
+                ApiError::too_large(e.to_string())
+            }
+            // Reachable only through the reference profile (empty id and no instructions):
+            // the request's fault, not the server's.
+            EncodeError::EmptySpan { .. } => ApiError::invalid(e.to_string()),
+            EncodeError::LoadTokenizer { .. }
+            | EncodeError::MissingSpecialToken { .. }
+            | EncodeError::Tokenize(_)
+            | EncodeError::MediaLayout(_) => ApiError::internal(e.to_string()),
+        }
+    }
+}
