@@ -88,11 +88,11 @@ pub struct Limits {
     pub videos_enabled: bool,
     /// Videos per request (project choice: 4).
     pub max_videos: usize,
-    /// Bytes of one video file after base64 decoding (project choice: 13 MiB, i.e. whatever
-    /// fits in a body).
+    /// Bytes of one video file, or of all frames of a frame list together, after base64
+    /// decoding (8 MiB, the media crate's default).
     pub max_video_bytes: usize,
-    /// Frames in one frame-list video (project choice: 768, transformers' sampling maximum);
-    /// each frame also obeys `max_image_bytes`.
+    /// Frames in one frame-list video (64, the sampling cap of model.md §7.6 that the media
+    /// crate also applies); each frame also obeys `max_image_bytes`.
     pub max_video_frames: usize,
     /// JSON nesting depth of the body.
     pub max_json_depth: usize,
@@ -120,8 +120,8 @@ impl Limits {
             max_context: 16_384,
             videos_enabled: true,
             max_videos: 4,
-            max_video_bytes: 13 * MIB,
-            max_video_frames: 768,
+            max_video_bytes: 8 * MIB,
+            max_video_frames: 64,
             max_json_depth: crate::json::DEFAULT_MAX_DEPTH,
         }
     }

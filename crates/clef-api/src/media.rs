@@ -173,18 +173,25 @@ fn parse_frames(at: &str, frames: &[Json], limits: &Limits) -> Result<Vec<MediaI
             limits.max_video_frames
         )));
     }
-    frames
-        .iter()
-        .enumerate()
-        .map(|(j, frame)| {
-            parse_item(
-                &format!("{at}[{j}]"),
-                frame,
-                MediaClass::Image,
-                limits.max_image_bytes,
-            )
-        })
-        .collect()
+    let mut total = 0usize;
+    let mut parsed = Vec::with_capacity(frames.len());
+    for (j, frame) in frames.iter().enumerate() {
+        let frame = parse_item(
+            &format!("{at}[{j}]"),
+            frame,
+            MediaClass::Image,
+            limits.max_image_bytes,
+        )?;
+        total += frame.bytes.len();
+        if total > limits.max_video_bytes {
+            return Err(ApiError::invalid(format!(
+                "{at}: {total} bytes of frames in total, at most {}",
+                limits.max_video_bytes
+            )));
+        }
+        parsed.push(frame);
+    }
+    Ok(parsed)
 }
 
 /// A data-URL string or a `{content_type, base64}` object.

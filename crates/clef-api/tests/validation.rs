@@ -653,6 +653,34 @@ fn video_extension() {
     );
     refused_both(&with_videos("[1]"), 400, 5006, "videos[0]");
     refused_both(&with_videos("{}"), 400, 5006, "videos: must be an array");
+    let frames = vec![png.as_str(); 65].join(",");
+    refused_both(
+        &with_videos(&format!("[[{frames}]]")),
+        422,
+        5012,
+        "videos[0]: 65 frames, at most 64",
+    );
+    let mut l = Limits::workers();
+    l.max_video_bytes = 100;
+    let e = parse_request(with_videos(&format!("[[{png},{png}]]")).as_bytes(), &l).unwrap_err();
+    assert_eq!((e.status, e.code), (422, 5012));
+    assert!(
+        e.message.contains("bytes of frames in total, at most 100"),
+        "{e}"
+    );
+    let file = {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode([0u8; 101])
+    };
+    let e = parse_request(
+        with_videos(&format!(r#"["data:video/mp4;base64,{file}"]"#)).as_bytes(),
+        &l,
+    )
+    .unwrap_err();
+    assert!(
+        e.message.contains("videos[0]: 101 bytes, at most 100"),
+        "{e}"
+    );
     let mut l = Limits::workers();
     l.videos_enabled = false;
     let e = parse_request(with_videos(&format!("[[{png}]]")).as_bytes(), &l).unwrap_err();
