@@ -21,10 +21,15 @@ mod isa;
 mod matmul;
 mod norm;
 mod peak;
+mod scratch;
+mod vexp;
 mod weights;
 
 pub use activation::{gelu_erf, gelu_tanh, sigmoid, silu, softmax_in_place, softplus};
-pub use attention::{attention, causal_attention};
+pub use attention::{
+    attention, attention_scalar, attention_with_isa, causal_attention, causal_attention_scalar,
+    causal_attention_with_isa,
+};
 pub use deltanet::{
     gated_delta_rule, gated_delta_rule_recurrent, gated_delta_rule_with_isa, DeltaNetDims, CHUNK,
 };

@@ -119,6 +119,13 @@ pub trait PanelDecode: Sync {
         out: &mut [f32],
         ld: usize,
     );
+
+    /// Hints that the block will be decoded soon (the matmul calls this one k-block ahead so
+    /// that weight rows stream in from memory while the current block is multiplied). The
+    /// default does nothing.
+    fn prefetch_panel(&self, row0: usize, nrows: usize, col0: usize, ncols: usize) {
+        let _ = (row0, nrows, col0, ncols);
+    }
 }
 
 impl PanelDecode for WeightView<'_> {
@@ -158,4 +165,44 @@ impl PanelDecode for WeightView<'_> {
             }
         }
     }
+
+    fn prefetch_panel(&self, row0: usize, nrows: usize, col0: usize, ncols: usize) {
+        let elem = self.data.element_bytes();
+        let bytes: &[u8] = match self.data {
+            WeightData::F32(values) => bytemuck::cast_slice(values),
+            WeightData::F32Bytes(b) | WeightData::Bf16(b) | WeightData::F16(b) => b,
+        };
+        let end_row = (row0 + nrows).min(self.rows);
+        let end_col = (col0 + ncols).min(self.cols);
+        for r in row0..end_row {
+            let start = (r * self.cols + col0) * elem;
+            let end = (r * self.cols + end_col) * elem;
+            if let Some(span) = bytes.get(start..end) {
+                prefetch_lines(span);
+            }
+        }
+    }
+}
+
+/// Issues a prefetch (into L2) for every cache line of `span`: a hint that never faults.
+#[inline]
+pub(crate) fn prefetch_lines<T>(span: &[T]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T1};
+        let bytes = std::mem::size_of_val(span);
+        let start = span.as_ptr() as *const i8;
+        let mut offset = 0;
+        while offset < bytes {
+            // SAFETY: prefetching is only a hint, and the address lies inside `span`.
+            unsafe { _mm_prefetch::<_MM_HINT_T1>(start.add(offset)) };
+            offset += 64;
+        }
+        if bytes > 0 {
+            // The last line, when `span` does not start on a line boundary. SAFETY: as above.
+            unsafe { _mm_prefetch::<_MM_HINT_T1>(start.add(bytes - 1)) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = span;
 }

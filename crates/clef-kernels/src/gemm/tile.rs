@@ -3,12 +3,15 @@
 use super::KC;
 use crate::isa::Isa;
 
-/// `c[a·ldc + b] (+)= Σ_{kk < kc} w[a·KC + kk] · x[kk·ldx + b]` for `a < MR`, `b < MP`.
-/// When `accumulate` is false the tile is overwritten. Raw pointers: the caller guarantees the
-/// extents (see [`TileKernel::run`], the only caller).
+/// `c[a·ldc + b] (+)= Σ_{kk < kc} A(a, kk) · x[kk·ldx + b]` for `a < MR`, `b < MP`, where the
+/// broadcast operand is `A(a, kk) = w[a·KC + kk]` (row-major panel, [`TileKernel::run`]) or
+/// `A(a, kk) = w[kk·sk + a]` (given transposed, [`TileKernel::run_transposed`]). When
+/// `accumulate` is false the tile is overwritten. Raw pointers: the safe wrappers check every
+/// extent first.
 pub(crate) type TileFn = unsafe fn(
     kc: usize,
     w: *const f32,
+    sk: usize,
     x: *const f32,
     ldx: usize,
     c: *mut f32,
@@ -16,8 +19,8 @@ pub(crate) type TileFn = unsafe fn(
     accumulate: bool,
 );
 
-/// A micro-kernel with its tile shape. Only constructible for an available ISA, which is what
-/// makes [`TileKernel::run`] safe.
+/// A micro-kernel pair with its tile shape. Only constructible for an available ISA, which is
+/// what makes the `run*` methods safe.
 #[derive(Clone, Copy)]
 pub(crate) struct TileKernel {
     /// Rows of the broadcast operand per tile.
@@ -25,7 +28,8 @@ pub(crate) struct TileKernel {
     /// Columns of the vector operand per tile (a multiple of the vector width).
     pub(crate) mp: usize,
     pub(crate) isa: Isa,
-    func: TileFn,
+    row_major: TileFn,
+    transposed: TileFn,
 }
 
 impl TileKernel {
@@ -34,30 +38,57 @@ impl TileKernel {
         if !isa.is_available() {
             return None;
         }
-        let (mr, mp, func): (usize, usize, TileFn) = match isa {
+        let kernel = match isa {
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => (
-                super::tile_avx512::MR,
-                super::tile_avx512::MP,
-                super::tile_avx512::tile,
-            ),
+            Isa::Avx512 => {
+                use super::tile_avx512 as t;
+                TileKernel {
+                    mr: t::MR,
+                    mp: t::MP,
+                    isa,
+                    row_major: t::row_major,
+                    transposed: t::transposed,
+                }
+            }
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => (
-                super::tile_avx2::MR,
-                super::tile_avx2::MP,
-                super::tile_avx2::tile,
-            ),
-            _ => (
-                super::tile_portable::MR,
-                super::tile_portable::MP,
-                super::tile_portable::tile,
-            ),
+            Isa::Avx2 => {
+                use super::tile_avx2 as t;
+                TileKernel {
+                    mr: t::MR,
+                    mp: t::MP,
+                    isa,
+                    row_major: t::row_major,
+                    transposed: t::transposed,
+                }
+            }
+            _ => {
+                use super::tile_portable as t;
+                TileKernel {
+                    mr: t::MR,
+                    mp: t::MP,
+                    isa: Isa::Scalar,
+                    row_major: t::row_major,
+                    transposed: t::transposed,
+                }
+            }
         };
-        Some(TileKernel { mr, mp, isa, func })
+        Some(kernel)
     }
 
-    /// Runs one tile after checking every extent the kernel touches, so that a logic error
-    /// panics here instead of reading or writing out of bounds.
+    fn check_xc(&self, kc: usize, x: &[f32], ldx: usize, c: &[f32], ldc: usize) {
+        assert!(
+            ldc >= self.mp && c.len() >= (self.mr - 1) * ldc + self.mp,
+            "tile output extent"
+        );
+        if kc > 0 {
+            assert!(
+                x.len() >= (kc - 1) * ldx + self.mp,
+                "tile vector-operand extent"
+            );
+        }
+    }
+
+    /// One tile with the broadcast operand as a row-major panel of stride [`KC`].
     #[inline]
     pub(crate) fn run(
         &self,
@@ -70,27 +101,56 @@ impl TileKernel {
         accumulate: bool,
     ) {
         assert!(kc <= KC, "kc {kc} exceeds KC");
-        assert!(
-            ldc >= self.mp && c.len() >= (self.mr - 1) * ldc + self.mp,
-            "tile output extent"
-        );
+        self.check_xc(kc, x, ldx, c, ldc);
         if kc > 0 {
             assert!(
                 w.len() >= (self.mr - 1) * KC + kc,
                 "tile broadcast-operand extent"
             );
-            assert!(
-                x.len() >= (kc - 1) * ldx + self.mp,
-                "tile vector-operand extent"
-            );
         }
         // SAFETY: the ISA is available (checked at construction) and the asserts above cover
-        // every element the kernel reads (`w[a·KC + kk]`, `x[kk·ldx + b]`) and writes
-        // (`c[a·ldc + b]`) for a < mr, b < mp, kk < kc.
+        // every element read (`w[a·KC + kk]`, `x[kk·ldx + b]`) and written (`c[a·ldc + b]`)
+        // for a < MR, b < MP, kk < kc.
         unsafe {
-            (self.func)(
+            (self.row_major)(
                 kc,
                 w.as_ptr(),
+                1,
+                x.as_ptr(),
+                ldx,
+                c.as_mut_ptr(),
+                ldc,
+                accumulate,
+            )
+        }
+    }
+
+    /// One tile with the broadcast operand given transposed: `A(a, kk) = w[kk·sk + a]`.
+    #[inline]
+    pub(crate) fn run_transposed(
+        &self,
+        kc: usize,
+        w: &[f32],
+        sk: usize,
+        x: &[f32],
+        ldx: usize,
+        c: &mut [f32],
+        ldc: usize,
+        accumulate: bool,
+    ) {
+        self.check_xc(kc, x, ldx, c, ldc);
+        if kc > 0 {
+            assert!(
+                w.len() >= (kc - 1) * sk + self.mr,
+                "tile broadcast-operand extent"
+            );
+        }
+        // SAFETY: as in `run`, with reads `w[kk·sk + a]` for a < MR, kk < kc covered above.
+        unsafe {
+            (self.transposed)(
+                kc,
+                w.as_ptr(),
+                sk,
                 x.as_ptr(),
                 ldx,
                 c.as_mut_ptr(),

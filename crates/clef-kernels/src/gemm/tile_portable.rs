@@ -5,10 +5,12 @@ use super::KC;
 pub(super) const MR: usize = 4;
 pub(super) const MP: usize = 8;
 
-/// See [`super::tile::TileFn`]. Unsafe only for its pointer contract; no CPU features needed.
-pub(super) unsafe fn tile(
+/// Shared body; the broadcast operand is `w[a·SA + kk·sk]`.
+#[inline(always)]
+unsafe fn body<const SA: usize>(
     kc: usize,
     w: *const f32,
+    sk: usize,
     x: *const f32,
     ldx: usize,
     c: *mut f32,
@@ -26,7 +28,7 @@ pub(super) unsafe fn tile(
     for kk in 0..kc {
         let xr = std::slice::from_raw_parts(x.add(kk * ldx), MP);
         for (a, row) in acc.iter_mut().enumerate() {
-            let wa = *w.add(a * KC + kk);
+            let wa = *w.add(a * SA + kk * sk);
             for (v, &xv) in row.iter_mut().zip(xr) {
                 *v += wa * xv;
             }
@@ -37,4 +39,32 @@ pub(super) unsafe fn tile(
             *c.add(a * ldc + b) = v;
         }
     }
+}
+
+/// See [`super::tile::TileFn`] (row-major panel; `sk` is 1). No CPU features needed.
+pub(super) unsafe fn row_major(
+    kc: usize,
+    w: *const f32,
+    _sk: usize,
+    x: *const f32,
+    ldx: usize,
+    c: *mut f32,
+    ldc: usize,
+    accumulate: bool,
+) {
+    body::<KC>(kc, w, 1, x, ldx, c, ldc, accumulate)
+}
+
+/// See [`super::tile::TileFn`] (transposed broadcast operand).
+pub(super) unsafe fn transposed(
+    kc: usize,
+    w: *const f32,
+    sk: usize,
+    x: *const f32,
+    ldx: usize,
+    c: *mut f32,
+    ldc: usize,
+    accumulate: bool,
+) {
+    body::<1>(kc, w, sk, x, ldx, c, ldc, accumulate)
 }

@@ -9,8 +9,10 @@
 //! thread count.
 
 use super::{TileKernel, KC};
+use crate::scratch;
 use crate::weights::PanelDecode;
 use rayon::prelude::*;
+use std::cell::RefCell;
 
 /// Upper bound on the packed activation block (f32 elements): bounds memory for long inputs
 /// and keeps one k-slice of it near L2.
@@ -48,7 +50,7 @@ pub(crate) fn gemm_weights<W: PanelDecode + ?Sized>(
         let xs = &x[m0 * k..(m0 + mc) * k];
         let ys = &mut y[m0 * n..(m0 + mc) * n];
         if k == 0 {
-            store_rows(ys, n, &[], &[], bias, accumulate);
+            store_rows(ys, n, &[], 0, &[], bias, accumulate);
         } else {
             pass(kernel, xs, mc, w, bias, ys, accumulate);
         }
@@ -74,7 +76,7 @@ fn pass<W: PanelDecode + ?Sized>(
     let kb_stride = panels * KC * mp;
 
     // Activations: [kb][panel][kk < KC][mp], zero-padded past mc.
-    let mut xp = vec![0.0f32; kblocks * kb_stride];
+    let mut xp = scratch::take(kblocks * kb_stride);
     xp.par_chunks_mut(kb_stride)
         .enumerate()
         .for_each(|(kb, chunk)| pack_x_block(x, mc, k, kb, mp, chunk));
@@ -82,16 +84,21 @@ fn pass<W: PanelDecode + ?Sized>(
     let groups = n.div_ceil(mr);
     let blocks = plan_blocks(groups, rayon::current_num_threads());
     let block_range = |b: usize| (groups * b / blocks, groups * (b + 1) / blocks);
-
-    let tiles: Vec<Vec<f32>> = (0..blocks)
-        .into_par_iter()
-        .map_init(
-            || (Vec::new(), Vec::new()),
-            |(wp, ct): &mut (Vec<f32>, Vec<f32>), b| {
-                let (g0, g1) = block_range(b);
-                let r0 = g0 * mr;
-                let nr = (g1 * mr).min(n) - r0;
-                let nrpad = (g1 - g0) * mr;
+    let span = |b: usize| {
+        let (g0, g1) = block_range(b);
+        (g0 * mr, (g1 * mr).min(n) - g0 * mr)
+    };
+    // Block b writes its result, [mc × nr] row-major, to the front of chunk b.
+    let chunk = mc * groups.div_ceil(blocks) * mr;
+    let mut tiles = scratch::take(blocks * chunk);
+    tiles
+        .par_chunks_mut(chunk)
+        .enumerate()
+        .for_each(|(b, out)| {
+            let (g0, g1) = block_range(b);
+            let (r0, nr) = span(b);
+            let nrpad = (g1 - g0) * mr;
+            with_block_scratch(|wp, ct| {
                 wp.clear();
                 wp.resize(nrpad * KC, 0.0);
                 ct.clear();
@@ -102,6 +109,13 @@ fn pass<W: PanelDecode + ?Sized>(
                     w.decode_panel(kernel.isa, r0, nr, c0, kc, wp, KC);
                     let xkb = &xp[kb * kb_stride..(kb + 1) * kb_stride];
                     for jr in 0..g1 - g0 {
+                        if kb + 1 < kblocks {
+                            // Stream the next k-block of this group's weight rows in while this
+                            // one is multiplied.
+                            let rows = (r0 + jr * mr)..((r0 + (jr + 1) * mr).min(n));
+                            let next = (kb + 1) * KC;
+                            w.prefetch_panel(rows.start, rows.len(), next, KC.min(k - next));
+                        }
                         let wg = &wp[jr * mr * KC..(jr + 1) * mr * KC];
                         for p in 0..panels {
                             kernel.run(
@@ -116,27 +130,33 @@ fn pass<W: PanelDecode + ?Sized>(
                         }
                     }
                 }
-                // Transpose to [mc × nr] while the tile is still in cache, so the scatter
+                // Transpose to [mc × nr] while the tile is still in cache, so that the scatter
                 // below copies contiguous runs.
-                let mut out = vec![0.0f32; mc * nr];
                 for a in 0..nr {
-                    let src = &ct[a * mpad..a * mpad + mc];
-                    for (i, &v) in src.iter().enumerate() {
+                    for (i, &v) in ct[a * mpad..a * mpad + mc].iter().enumerate() {
                         out[i * nr + a] = v;
                     }
                 }
-                out
-            },
-        )
-        .collect();
+            });
+        });
+    scratch::give(xp);
 
-    let spans: Vec<(usize, usize)> = (0..blocks)
-        .map(|b| {
-            let (g0, g1) = block_range(b);
-            (g0 * mr, (g1 * mr).min(n) - g0 * mr)
-        })
-        .collect();
-    store_rows(y, n, &tiles, &spans, bias, accumulate);
+    let spans: Vec<(usize, usize)> = (0..blocks).map(span).collect();
+    store_rows(y, n, &tiles, chunk, &spans, bias, accumulate);
+    scratch::give(tiles);
+}
+
+thread_local! {
+    /// Each worker keeps its weight-panel and accumulator buffers between calls.
+    static BLOCK_SCRATCH: RefCell<(Vec<f32>, Vec<f32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+}
+
+fn with_block_scratch(f: impl FnOnce(&mut Vec<f32>, &mut Vec<f32>)) {
+    BLOCK_SCRATCH.with(|cell| {
+        let mut bufs = cell.borrow_mut();
+        let (wp, ct) = &mut *bufs;
+        f(wp, ct)
+    })
 }
 
 /// Writes (or adds) the per-block results `tiles[b]` (`[rows × nr]` for block span
@@ -144,7 +164,8 @@ fn pass<W: PanelDecode + ?Sized>(
 fn store_rows(
     y: &mut [f32],
     n: usize,
-    tiles: &[Vec<f32>],
+    tiles: &[f32],
+    chunk: usize,
     spans: &[(usize, usize)],
     bias: Option<&[f32]>,
     accumulate: bool,
@@ -153,7 +174,7 @@ fn store_rows(
         if tiles.is_empty() && !accumulate {
             yrow.fill(0.0);
         }
-        for (tile, &(r0, nr)) in tiles.iter().zip(spans) {
+        for (tile, &(r0, nr)) in tiles.chunks(chunk.max(1)).zip(spans) {
             let src = &tile[i * nr..(i + 1) * nr];
             let dst = &mut yrow[r0..r0 + nr];
             if accumulate {
