@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clef_encode::workload::{long_state_request, many_questions_request};
-use clef_encode::{render, EncodeOptions, Encoder, MediaLayout, Truncation};
+use clef_encode::{render, EncodeOptions, Encoder, MediaLayout, Truncation, DEFAULT_MAX_LENGTH};
 use criterion::{criterion_group, criterion_main, Criterion};
 
 fn encoder() -> Encoder {
@@ -23,8 +23,9 @@ fn encoder() -> Encoder {
 
 fn bench(c: &mut Criterion) {
     let enc = encoder();
+    // The server's setting: the 16k workload must fit the default context untruncated.
     let opts = EncodeOptions {
-        max_length: 1 << 20,
+        max_length: DEFAULT_MAX_LENGTH,
         truncation: Truncation::Refuse,
     };
     let none = MediaLayout::default();
@@ -32,8 +33,8 @@ fn bench(c: &mut Criterion) {
         Ok(r) => r,
         Err(e) => panic!("workload request refused: {e}"),
     };
-    let long = build(long_state_request(16_000));
-    let short = build(long_state_request(4_000));
+    let long = build(long_state_request(15_000));
+    let short = build(long_state_request(3_700));
     let many = build(many_questions_request(64));
     for (name, req) in [("16k", &long), ("4k", &short), ("64q", &many)] {
         match enc.encode(req, &none, &opts) {
