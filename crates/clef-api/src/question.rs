@@ -204,7 +204,7 @@ pub(crate) fn parse_question(
         }
     };
     let criteria_value = fields.get("criteria");
-    check_criteria_shape(&at, kind, criteria_value)?;
+    check_criteria_shape(&at, kind, criteria_value, limits)?;
 
     check_id(id, limits)?;
     if let Some(unknown) = fields.keys().find(|k| !QUESTION_FIELDS.contains(k)) {
@@ -226,7 +226,13 @@ fn check_criteria_shape(
     at: &str,
     kind: QuestionKind,
     value: Option<&Json>,
+    limits: &Limits,
 ) -> Result<(), ApiError> {
+    // The reference reads noul criteria as `question.get("criteria") or {}`: any falsy value
+    // (false, 0, "", [], {}) means "no overrides".
+    if !limits.strict_shapes && kind == QuestionKind::Noul && value.is_some_and(is_falsy) {
+        return Ok(());
+    }
     let ok = matches!(
         (kind, value),
         (
@@ -247,6 +253,18 @@ fn check_criteria_shape(
     Err(ApiError::structure(format!(
         "{at}.criteria: {kind} criteria must be {expected}, got {got}"
     )))
+}
+
+/// Python truthiness of a JSON value.
+fn is_falsy(value: &Json) -> bool {
+    match value {
+        Json::Null | Json::Bool(false) => true,
+        Json::Number(n) => n.as_f64() == 0.0,
+        Json::String(s) => s.is_empty(),
+        Json::Array(a) => a.is_empty(),
+        Json::Object(o) => o.is_empty(),
+        Json::Bool(true) => false,
+    }
 }
 
 fn check_id(id: &str, limits: &Limits) -> Result<(), ApiError> {

@@ -437,6 +437,27 @@ fn noul_criteria_keys() {
         &with_question(r#"{"type":"noul","instructions":"i","criteria":null}"#),
         Profile::Workers,
     );
+    // The reference reads `criteria or {}`: falsy values mean no overrides there.
+    for falsy in ["[]", "false", "0", "\"\""] {
+        let body = with_question(&format!(
+            r#"{{"type":"noul","instructions":"i","criteria":{falsy}}}"#
+        ));
+        refused(&body, Profile::Workers, 400, 5006, "questions.q.criteria");
+        let r = accepted(&body, Profile::Reference);
+        assert_eq!(
+            r.questions[0].criteria,
+            Criteria::Noul {
+                when_true: None,
+                when_false: None
+            }
+        );
+    }
+    refused_both(
+        &with_question(r#"{"type":"noul","instructions":"i","criteria":["a"]}"#),
+        400,
+        5006,
+        "questions.q.criteria",
+    );
 }
 
 #[test]
