@@ -1,0 +1,312 @@
+//! The decision engine: a loaded model plus its tokenizer and processor settings, answering
+//! validated System One requests. Every failure is an `ApiError` with the status and code of
+//! api.md §7, so the CLI, the server and the evaluator report it the same way.
+
+use crate::media::{prepare_media, PreparedMedia};
+use clef_api::{ApiError, Limits, Request};
+use clef_encode::{EncodeOptions, Encoded, Encoder, MediaKind, Truncation};
+use clef_media::{MediaLimits, ProcessorConfig};
+use clef_model::vision::{VisionGrid, VisionItem};
+use clef_model::{
+    MediaRows, Model, ModelError, OptionLayout, Positions, Prompt, QuestionLayout, RunOptions,
+    SchemaLayout, Timings,
+};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Engine settings that do not change per request.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Request validation limits (profile, counts, context).
+    pub limits: Limits,
+    /// Media decoding limits and the image resize budget.
+    pub media: MediaLimits,
+    /// Prefill chunking and order.
+    pub run: RunOptions,
+    /// Patch rows per vision slab (1,024, as the ANE programs run).
+    pub slab_rows: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            limits: Limits::workers(),
+            media: MediaLimits::default(),
+            run: RunOptions::default(),
+            slab_rows: 1024,
+        }
+    }
+}
+
+/// Per-request options.
+pub struct DecideOptions<'a> {
+    /// Refuse (413) or cut the state when the prompt is over `max_length`.
+    pub truncation: Truncation,
+    /// Prompt budget in tokens; `None` uses the limits' `max_context`.
+    pub max_length: Option<usize>,
+    /// Polled at every chunk boundary; true stops the request (client gone, deadline passed).
+    pub cancelled: &'a (dyn Fn() -> bool + Sync),
+}
+
+impl Default for DecideOptions<'_> {
+    fn default() -> Self {
+        DecideOptions {
+            truncation: Truncation::Refuse,
+            max_length: None,
+            cancelled: &|| false,
+        }
+    }
+}
+
+/// What one request produced.
+#[derive(Clone, Debug)]
+pub struct Decision {
+    pub encoded: Encoded,
+    /// Per question (request order), per option (encode order): raw head logits.
+    pub logits: Vec<Vec<f32>>,
+    /// softmax of `logits` per question, rounded to f32 as the reference computes it.
+    pub probabilities: Vec<Vec<f32>>,
+    pub timings: Timings,
+    pub media_s: f64,
+    pub encode_s: f64,
+    pub vision_s: f64,
+}
+
+impl Decision {
+    /// Probabilities widened to f64 for answer formatting.
+    pub fn probabilities_f64(&self) -> Vec<Vec<f64>> {
+        self.probabilities
+            .iter()
+            .map(|q| q.iter().map(|&p| p as f64).collect())
+            .collect()
+    }
+
+    pub fn dropped_state_tokens(&self) -> usize {
+        self.encoded.state_tokens - self.encoded.state_tokens_kept
+    }
+}
+
+pub struct Engine {
+    pub model: Model,
+    pub encoder: Encoder,
+    pub processor: ProcessorConfig,
+    pub config: EngineConfig,
+    dir: PathBuf,
+}
+
+/// Softmax computed in f64 and rounded to f32: within one ulp of the reference's float32
+/// softmax, and independent of summation order.
+pub fn softmax_f32(logits: &[f32]) -> Vec<f32> {
+    let m = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+    let e: Vec<f64> = logits.iter().map(|&v| (v as f64 - m).exp()).collect();
+    let s: f64 = e.iter().sum();
+    e.iter().map(|v| (v / s) as f32).collect()
+}
+
+/// Map an engine failure to the wire error: cancellation is the caller's deadline (408); any
+/// other failure past validation is an internal error (500, "Clef inference failed").
+pub fn model_error(e: ModelError) -> ApiError {
+    match e {
+        ModelError::Cancelled => ApiError::deadline(),
+        other => ApiError::internal(other.to_string()),
+    }
+}
+
+impl Engine {
+    pub fn load(dir: &Path, config: EngineConfig) -> Result<Engine, LoadError> {
+        let model = Model::load(dir)?;
+        let encoder = Encoder::from_path(dir).map_err(|e| LoadError::Tokenizer(e.to_string()))?;
+        let pc = dir.join("processor_config.json");
+        let processor = if pc.is_file() {
+            ProcessorConfig::from_file(&pc).map_err(|e| LoadError::Processor(e.to_string()))?
+        } else {
+            ProcessorConfig::default()
+        };
+        Ok(Engine {
+            model,
+            encoder,
+            processor,
+            config,
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Parse and validate a request body under this engine's limits.
+    pub fn parse(&self, body: &[u8]) -> Result<Request, ApiError> {
+        clef_api::parse_request(body, &self.config.limits)
+    }
+
+    pub fn supports_vision(&self) -> bool {
+        self.model.vision.is_some()
+    }
+
+    /// Answer one validated request: media, encoding, the vision tower, the backbone and
+    /// the head.
+    pub fn decide(&self, req: &Request, opts: &DecideOptions) -> Result<Decision, ApiError> {
+        let t0 = Instant::now();
+        let has_media = !req.images.is_empty() || !req.videos.is_empty();
+        if has_media && !self.supports_vision() {
+            return Err(ApiError::invalid(
+                "this model has no vision tower; images and videos are not supported".to_string(),
+            ));
+        }
+        let media = if has_media {
+            prepare_media(req, &self.processor, &self.config.media)?
+        } else {
+            PreparedMedia {
+                layout: Default::default(),
+                inputs: vec![],
+            }
+        };
+        let media_s = t0.elapsed().as_secs_f64();
+
+        let t1 = Instant::now();
+        let max_length = opts.max_length.unwrap_or(self.config.limits.max_context);
+        let encoded = self
+            .encoder
+            .encode(
+                req,
+                &media.layout,
+                &EncodeOptions {
+                    max_length,
+                    truncation: opts.truncation,
+                },
+            )
+            .map_err(ApiError::from)?;
+        let encode_s = t1.elapsed().as_secs_f64();
+
+        let t2 = Instant::now();
+        let (media_rows, positions) = self.place_media(&encoded, &media)?;
+        let vision_s = t2.elapsed().as_secs_f64();
+
+        let layout = schema_layout(&encoded);
+        let prompt = Prompt {
+            ids: &encoded.input_ids,
+            positions,
+            media: media_rows,
+            layout,
+        };
+        let (logits, timings) = self
+            .model
+            .score(&prompt, &self.config.run, opts.cancelled)
+            .map_err(model_error)?;
+        if logits.len() != encoded.questions.len() {
+            return Err(ApiError::internal(format!(
+                "{} logit rows for {} questions",
+                logits.len(),
+                encoded.questions.len()
+            )));
+        }
+        let probabilities = logits.iter().map(|l| softmax_f32(l)).collect();
+        Ok(Decision {
+            encoded,
+            logits,
+            probabilities,
+            timings,
+            media_s,
+            encode_s,
+            vision_s,
+        })
+    }
+
+    /// Run the vision tower and place its merged rows on the pad slots; compute the 3-D
+    /// rotary positions of the whole prompt.
+    fn place_media(
+        &self,
+        encoded: &Encoded,
+        media: &PreparedMedia,
+    ) -> Result<(Vec<MediaRows>, Positions), ApiError> {
+        let len = encoded.input_ids.len();
+        if media.is_empty() {
+            return Ok((vec![], Positions::text(len)));
+        }
+        let Some(tower) = &self.model.vision else {
+            return Err(ApiError::internal(
+                "media prepared for a model without a vision tower".to_string(),
+            ));
+        };
+        let items: Vec<VisionItem> = media
+            .inputs
+            .iter()
+            .map(|i| VisionItem {
+                pixels: &i.pixel_rows,
+                grid: VisionGrid {
+                    t: i.grid.t,
+                    h: i.grid.h,
+                    w: i.grid.w,
+                },
+            })
+            .collect();
+        let outputs = tower
+            .forward(&items, self.config.slab_rows)
+            .map_err(model_error)?;
+        let hidden = self.model.hidden();
+        let merge = tower.config().spatial_merge_size;
+        let n_images = media.layout.images.len();
+        let mut rows = Vec::with_capacity(encoded.media_slots.len());
+        let mut groups = Vec::with_capacity(encoded.media_slots.len());
+        for slot in &encoded.media_slots {
+            let item = match slot.kind {
+                MediaKind::Image => slot.item,
+                MediaKind::Video => n_images + slot.item,
+            };
+            let (Some(input), Some(out)) = (media.inputs.get(item), outputs.get(item)) else {
+                return Err(ApiError::internal(format!(
+                    "media slot for missing item {item}"
+                )));
+            };
+            let per_group = input.grid.h * input.grid.w / (merge * merge);
+            if slot.len != per_group || (slot.group + 1) * per_group * hidden > out.len() {
+                return Err(ApiError::internal(format!(
+                    "media slot of {} tokens for a group of {per_group}",
+                    slot.len
+                )));
+            }
+            rows.push(MediaRows {
+                start: slot.start,
+                rows: out[slot.group * per_group * hidden..(slot.group + 1) * per_group * hidden]
+                    .to_vec(),
+            });
+            groups.push((slot.start, input.grid.h / merge, input.grid.w / merge));
+        }
+        let positions = Positions::with_media(len, &groups).map_err(ApiError::internal)?;
+        Ok((rows, positions))
+    }
+}
+
+/// The head's view of an encoded prompt.
+pub fn schema_layout(e: &Encoded) -> SchemaLayout {
+    SchemaLayout {
+        len: e.input_ids.len(),
+        questions: e
+            .questions
+            .iter()
+            .map(|q| QuestionLayout {
+                type_id: q.kind.type_id() as usize,
+                span: q.span.clone(),
+                options: q
+                    .options
+                    .iter()
+                    .map(|o| OptionLayout {
+                        span: o.span.clone(),
+                        token_ids: e.input_ids[o.span.clone()].to_vec(),
+                    })
+                    .collect(),
+            })
+            .collect(),
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+    #[error("processor_config.json: {0}")]
+    Processor(String),
+}

@@ -1,0 +1,12 @@
+//! From a System One request to its answers: validation limits, media preparation, prompt
+//! encoding, the vision tower, the backbone and head, and the raw and formatted outputs.
+
+pub mod engine;
+pub mod media;
+pub mod raw;
+
+pub use engine::{
+    model_error, schema_layout, softmax_f32, DecideOptions, Decision, Engine, EngineConfig,
+    LoadError,
+};
+pub use media::{prepare_media, PreparedMedia};

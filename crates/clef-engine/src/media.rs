@@ -1,0 +1,73 @@
+//! A request's images and videos, decoded, resized and cut into patch rows, plus the token
+//! layout the encoder needs to place them (api.md §2.3–2.4, model.md §7).
+
+use clef_api::{ApiError, Request, VideoInput};
+use clef_encode::{ImageLayout, MediaLayout, VideoGroup, VideoLayout};
+use clef_media::{MediaError, MediaLimits, ProcessorConfig, VisionInput};
+
+/// Every media item of a request, images first then videos (the order of the prompt's media
+/// piece and of the vision tower's outputs).
+pub struct PreparedMedia {
+    pub layout: MediaLayout,
+    pub inputs: Vec<VisionInput>,
+}
+
+impl PreparedMedia {
+    pub fn is_empty(&self) -> bool {
+        self.inputs.is_empty()
+    }
+}
+
+pub fn media_error(e: MediaError) -> ApiError {
+    ApiError::new(e.status(), e.code(), e.to_string())
+}
+
+/// Decode and patchify every image and video of `req`.
+pub fn prepare_media(
+    req: &Request,
+    cfg: &ProcessorConfig,
+    limits: &MediaLimits,
+) -> Result<PreparedMedia, ApiError> {
+    let mut layout = MediaLayout::default();
+    let mut inputs = Vec::with_capacity(req.images.len() + req.videos.len());
+    for (i, image) in req.images.iter().enumerate() {
+        let p = clef_media::prepare_image(&image.content_type, &image.bytes, cfg, limits)
+            .map_err(|e| prefix(media_error(e), &format!("images[{i}]")))?;
+        layout.images.push(ImageLayout {
+            merged_tokens: p.merged_tokens,
+        });
+        inputs.push(p.input);
+    }
+    for (i, video) in req.videos.iter().enumerate() {
+        let p = match video {
+            VideoInput::Frames { frames, fps } => {
+                let frames: Vec<(&str, &[u8])> = frames
+                    .iter()
+                    .map(|f| (f.content_type.as_str(), f.bytes.as_slice()))
+                    .collect();
+                clef_media::prepare_video_frames(&frames, *fps, cfg, limits)
+            }
+            VideoInput::File(file) => {
+                clef_media::prepare_video_file(&file.content_type, &file.bytes, cfg, limits)
+            }
+        }
+        .map_err(|e| prefix(media_error(e), &format!("videos[{i}]")))?;
+        layout.videos.push(VideoLayout {
+            groups: p
+                .groups
+                .iter()
+                .map(|g| VideoGroup {
+                    seconds: g.seconds,
+                    merged_tokens: g.merged_tokens,
+                })
+                .collect(),
+        });
+        inputs.push(p.input);
+    }
+    Ok(PreparedMedia { layout, inputs })
+}
+
+fn prefix(mut e: ApiError, path: &str) -> ApiError {
+    e.message = format!("{path}: {}", e.message);
+    e
+}
