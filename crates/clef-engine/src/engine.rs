@@ -226,7 +226,7 @@ impl Engine {
         }
         let Some(tower) = &self.model.vision else {
             return Err(ApiError::internal(
-                "media prepared for a model without a vision tower".to_string(),
+                "media prepared for a model without a vision tower",
             ));
         };
         let items: Vec<VisionItem> = media
