@@ -13,6 +13,7 @@
 
 mod activation;
 mod attention;
+mod bulk;
 mod decode;
 mod deltanet;
 mod error;
@@ -29,6 +30,9 @@ pub use activation::{gelu_erf, gelu_tanh, sigmoid, silu, softmax_in_place, softp
 pub use attention::{
     attention, attention_scalar, attention_with_isa, causal_attention, causal_attention_scalar,
     causal_attention_with_isa,
+};
+pub use bulk::{
+    gelu_erf_in_place, gelu_tanh_in_place, sigmoid_in_place, silu_in_place, swiglu_in_place,
 };
 pub use deltanet::{
     gated_delta_rule, gated_delta_rule_recurrent, gated_delta_rule_with_isa, DeltaNetDims, CHUNK,

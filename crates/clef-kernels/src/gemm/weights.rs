@@ -99,25 +99,29 @@ fn pass<W: PanelDecode + ?Sized>(
             let (r0, nr) = span(b);
             let nrpad = (g1 - g0) * mr;
             with_block_scratch(|wp, ct| {
-                wp.clear();
-                wp.resize(nrpad * KC, 0.0);
-                ct.clear();
-                ct.resize(nrpad * mpad, 0.0);
+                // Every element read is written first (decoded rows, accumulators at kb = 0),
+                // except the padding rows of a partial last group, which must be zero.
+                wp.resize(wp.len().max(nrpad * KC), 0.0);
+                wp[nr * KC..nrpad * KC].fill(0.0);
+                ct.resize(ct.len().max(nrpad * mpad), 0.0);
                 for kb in 0..kblocks {
                     let c0 = kb * KC;
                     let kc = KC.min(k - c0);
                     w.decode_panel(kernel.isa, r0, nr, c0, kc, wp, KC);
                     let xkb = &xp[kb * kb_stride..(kb + 1) * kb_stride];
                     for jr in 0..g1 - g0 {
-                        if kb + 1 < kblocks {
-                            // Stream the next k-block of this group's weight rows in while this
-                            // one is multiplied.
-                            let rows = (r0 + jr * mr)..((r0 + (jr + 1) * mr).min(n));
-                            let next = (kb + 1) * KC;
-                            w.prefetch_panel(rows.start, rows.len(), next, KC.min(k - next));
-                        }
                         let wg = &wp[jr * mr * KC..(jr + 1) * mr * KC];
                         for p in 0..panels {
+                            if kb + 1 < kblocks {
+                                // Stream the next k-block of this group's weight rows in while
+                                // this one is multiplied, a few rows per tile: one burst for
+                                // the whole group would overflow the miss buffers.
+                                let first = (r0 + jr * mr + mr * p / panels).min(n);
+                                let last = (r0 + jr * mr + mr * (p + 1) / panels).min(n);
+                                let next = (kb + 1) * KC;
+                                let cols = KC.min(k - next);
+                                w.prefetch_panel(first, last - first, next, cols);
+                            }
                             kernel.run(
                                 kc,
                                 wg,
