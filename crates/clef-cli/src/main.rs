@@ -16,20 +16,46 @@ mod commands;
                   over HTTP and evaluates conversions against their source."
 )]
 struct Cli {
+    /// Worker threads for inference (default: every core).
+    #[arg(long, global = true, env = "CLEF_THREADS")]
+    threads: Option<usize>,
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Subcommand)]
 enum Command {
+    /// Answer one request file with a model and print the System One response.
+    Decide(commands::decide::DecideArgs),
+    /// Answer example requests end to end on a built-in model (no download needed).
+    Demo(commands::demo::DemoArgs),
     /// Print the token ids and spans of a request (debugging the prompt).
     Encode(commands::encode::EncodeArgs),
+    /// Write a synthetic checkpoint (random weights, release layout) of a preset size.
+    Synth(commands::synth::SynthArgs),
+    /// Measure prefill throughput, time per stage and peak memory on a model.
+    Bench(commands::bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let threads = cli
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    // One pool for every kernel; the server's async runtime never runs inference itself.
+    if let Err(err) = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build_global()
+    {
+        eprintln!("error: could not start {threads} worker threads: {err}");
+        return ExitCode::from(1);
+    }
     let result = match cli.command {
+        Command::Decide(args) => commands::decide::run(args),
+        Command::Demo(args) => commands::demo::run(args),
         Command::Encode(args) => commands::encode::run(args),
+        Command::Synth(args) => commands::synth::run(args),
+        Command::Bench(args) => commands::bench::run(args, threads),
     };
     match result {
         Ok(code) => code,

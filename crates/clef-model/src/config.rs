@@ -171,13 +171,19 @@ impl ModelConfig {
                     .into(),
             );
         }
-        if t.num_key_value_heads == 0 || t.num_attention_heads % t.num_key_value_heads != 0 {
+        if t.num_key_value_heads == 0
+            || !t.num_attention_heads.is_multiple_of(t.num_key_value_heads)
+        {
             return bad(format!(
                 "text_config: num_attention_heads {} is not a multiple of num_key_value_heads {}",
                 t.num_attention_heads, t.num_key_value_heads
             ));
         }
-        if t.linear_num_key_heads == 0 || t.linear_num_value_heads % t.linear_num_key_heads != 0 {
+        if t.linear_num_key_heads == 0
+            || !t
+                .linear_num_value_heads
+                .is_multiple_of(t.linear_num_key_heads)
+        {
             return bad(format!(
                 "text_config: linear_num_value_heads {} is not a multiple of linear_num_key_heads {}",
                 t.linear_num_value_heads, t.linear_num_key_heads
@@ -187,7 +193,7 @@ impl ModelConfig {
             return bad("text_config: linear_conv_kernel_dim must be positive".into());
         }
         let rot = self.text_rotary_dim();
-        if rot == 0 || rot % 2 != 0 || rot > t.head_dim {
+        if rot == 0 || !rot.is_multiple_of(2) || rot > t.head_dim {
             return bad(format!(
                 "text_config: rotary dimension {rot} (head_dim {} x partial_rotary_factor) must be even and at most head_dim",
                 t.head_dim
@@ -286,7 +292,7 @@ impl ModelConfig {
 impl HeadConfig {
     pub fn from_file(path: &Path) -> Result<Self> {
         let cfg: HeadConfig = read_json(path)?;
-        if cfg.heads == 0 || cfg.width % cfg.heads != 0 {
+        if cfg.heads == 0 || !cfg.width.is_multiple_of(cfg.heads) {
             return Err(ModelError::config(
                 path,
                 format!(

@@ -220,7 +220,7 @@ impl Tensor {
     /// flattened into columns (a conv kernel `[c, 1, k]` is a `[c, k]` matrix).
     pub fn matrix(&self) -> Result<WeightView<'_>> {
         let rows = *self.shape.first().unwrap_or(&1);
-        let cols = if rows == 0 { 0 } else { self.numel() / rows };
+        let cols = self.numel().checked_div(rows).unwrap_or(0);
         let data = match self.dtype {
             Dtype::F32 => WeightData::F32Bytes(self.bytes()),
             Dtype::Bf16 => WeightData::Bf16(self.bytes()),

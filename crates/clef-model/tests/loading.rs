@@ -124,7 +124,7 @@ fn sharded_checkpoint_loads_like_a_single_file() {
     let all = tensors(&dir.path().join("model.safetensors"));
     let (a, b): (Vec<_>, Vec<_>) = all
         .into_iter()
-        .partition(|t| t.name < "model.language_model.layers.4".to_string());
+        .partition(|t| t.name.as_str() < "model.language_model.layers.4");
     write(&dir.path().join("model-00001-of-00002.safetensors"), &a);
     write(&dir.path().join("model-00002-of-00002.safetensors"), &b);
     let mut map = serde_json::Map::new();

@@ -7,12 +7,13 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
-use clef_api::json::parse_json_with_depth;
 use clef_api::{ApiError, Json, Limits, Profile, Request, VideoInput};
 use clef_encode::{
-    EncodeOptions, Encoded, Encoder, ImageLayout, MediaLayout, Truncation, VideoGroup, VideoLayout,
+    EncodeOptions, Encoded, Encoder, ImageLayout, MediaLayout, Truncation, VideoLayout,
 };
 use clef_media::{MediaLimits, ProcessorConfig};
+
+use super::request_file::{parse_request_file, RequestFile};
 
 #[derive(Args)]
 pub struct EncodeArgs {
@@ -69,7 +70,7 @@ fn encode(args: &EncodeArgs) -> anyhow::Result<Result<Encoded, ApiError>> {
     let bytes = std::fs::read(&args.request)
         .with_context(|| format!("reading {}", args.request.display()))?;
     let limits = Limits::for_profile(args.profile);
-    let input = match read_input(&bytes, &limits) {
+    let input = match parse_request_file(&bytes, &limits) {
         Ok(input) => input,
         Err(refusal) => return Ok(Err(refusal)),
     };
@@ -101,52 +102,7 @@ fn encode(args: &EncodeArgs) -> anyhow::Result<Result<Encoded, ApiError>> {
         .map_err(ApiError::from))
 }
 
-/// A request, plus what a fixture file adds around it.
-struct Input {
-    request: Request,
-    max_length: Option<usize>,
-    /// The fixture's `media` record (patch grids), when present.
-    media: Option<Json>,
-}
-
-fn read_input(bytes: &[u8], limits: &Limits) -> Result<Input, ApiError> {
-    let json = parse_json_with_depth(bytes, limits.max_json_depth)?;
-    let fixture = json
-        .as_object()
-        .filter(|o| !o.contains_key("questions"))
-        .and_then(|o| Some((o, o.get("request")?)));
-    let Some((fixture, request)) = fixture else {
-        // A bare request: the same checks as a request body.
-        if bytes.len() > limits.max_body_bytes {
-            return Err(ApiError::too_large(format!(
-                "request body is {} bytes, at most {}",
-                bytes.len(),
-                limits.max_body_bytes
-            )));
-        }
-        return Ok(Input {
-            request: Request::from_json(&json, limits)?,
-            max_length: None,
-            media: None,
-        });
-    };
-    let max_length = match fixture.get("max_length") {
-        None | Some(Json::Null) => None,
-        Some(v) => Some(
-            v.as_number()
-                .and_then(|n| n.as_u64())
-                .and_then(|n| usize::try_from(n).ok())
-                .ok_or_else(|| ApiError::structure("max_length: must be a non-negative integer"))?,
-        ),
-    };
-    Ok(Input {
-        request: Request::from_json(request, limits)?,
-        max_length,
-        media: fixture.get("media").cloned(),
-    })
-}
-
-fn media_layout(input: &Input, tokenizer: &Path) -> Result<MediaLayout, ApiError> {
+fn media_layout(input: &RequestFile, tokenizer: &Path) -> Result<MediaLayout, ApiError> {
     let req = &input.request;
     if !req.has_media() {
         return Ok(MediaLayout::default());
@@ -219,53 +175,11 @@ fn layout_from_media(req: &Request, tokenizer: &Path) -> Result<MediaLayout, Api
         Some(file) => ProcessorConfig::from_file(&file).map_err(media_error)?,
         None => ProcessorConfig::default(),
     };
-    let limits = MediaLimits::default();
-    let images = req
-        .images
-        .iter()
-        .map(|image| {
-            let prepared =
-                clef_media::prepare_image(&image.content_type, &image.bytes, &cfg, &limits)
-                    .map_err(media_error)?;
-            Ok(ImageLayout {
-                merged_tokens: prepared.merged_tokens,
-            })
-        })
-        .collect::<Result<_, ApiError>>()?;
-    let videos = req
-        .videos
-        .iter()
-        .map(|video| {
-            let prepared = match video {
-                VideoInput::Frames { frames, fps } => {
-                    let frames: Vec<(&str, &[u8])> = frames
-                        .iter()
-                        .map(|f| (f.content_type.as_str(), f.bytes.as_slice()))
-                        .collect();
-                    clef_media::prepare_video_frames(&frames, *fps, &cfg, &limits)
-                }
-                VideoInput::File(file) => {
-                    clef_media::prepare_video_file(&file.content_type, &file.bytes, &cfg, &limits)
-                }
-            }
-            .map_err(media_error)?;
-            Ok(VideoLayout {
-                groups: prepared
-                    .groups
-                    .iter()
-                    .map(|g| VideoGroup {
-                        seconds: g.seconds,
-                        merged_tokens: g.merged_tokens,
-                    })
-                    .collect(),
-            })
-        })
-        .collect::<Result<_, ApiError>>()?;
-    Ok(MediaLayout { images, videos })
+    Ok(clef_engine::prepare_media(req, &cfg, &MediaLimits::default())?.layout)
 }
 
 fn media_error(e: clef_media::MediaError) -> ApiError {
-    ApiError::new(e.status(), e.code(), e.to_string())
+    clef_engine::media::media_error(e)
 }
 
 /// One top-level key per line, compact values: the layout of the reference fixtures.

@@ -1,3 +1,9 @@
 //! One module per subcommand; each exposes `XArgs` (clap) and `run(XArgs)`.
 
+pub mod bench;
+pub mod decide;
+pub mod demo;
 pub mod encode;
+pub mod request_file;
+pub mod settings;
+pub mod synth;

@@ -72,7 +72,7 @@ fn header_json(specs: &[TensorSpec], metadata: &BTreeMap<String, String>) -> Str
     }
     let mut text = serde_json::Value::Object(obj).to_string();
     // The data section starts 8-byte aligned, as the reference writer pads it.
-    while (text.len() + 8) % 8 != 0 {
+    while !(text.len() + 8).is_multiple_of(8) {
         text.push(' ');
     }
     text

@@ -1,0 +1,92 @@
+//! `clef bench`: prefill throughput, time per stage and peak memory on a model folder, with
+//! efficiency against this machine's f32 FMA peak measured in the same run.
+
+use clap::Args;
+use clef_model::bench::bench_prefill;
+use clef_model::{memory, Model, RunOptions};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Model folder (a release, a bundle or a `clef synth` output).
+    #[arg(long)]
+    pub model: PathBuf,
+    /// Prompt lengths to time, comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "512")]
+    pub tokens: Vec<usize>,
+    /// Rows per prefill call.
+    #[arg(long, default_value_t = 128)]
+    pub chunk: usize,
+    /// Untimed warm-up runs before each measurement.
+    #[arg(long, default_value_t = 1)]
+    pub warmup: usize,
+    /// Print one JSON object per length instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: BenchArgs, threads: usize) -> anyhow::Result<ExitCode> {
+    let t0 = std::time::Instant::now();
+    let model = Model::load(&args.model)?;
+    let load_s = t0.elapsed().as_secs_f64();
+    let peak = clef_kernels::measure_fma_peak_gflops(threads);
+    let opts = RunOptions {
+        chunk_size: args.chunk,
+        ..Default::default()
+    };
+    if !args.json {
+        println!(
+            "model {} | load {:.2} s | RSS after load {} | threads {threads} | f32 FMA peak {peak:.1} GFLOP/s",
+            args.model.display(),
+            load_s,
+            fmt_bytes(memory::rss_bytes())
+        );
+        println!(
+            "{:>7} {:>9} {:>9} {:>10} {:>9} {:>11} {:>8} {:>10}",
+            "tokens", "total s", "tok/s", "backbone s", "head s", "GFLOP/tok", "% peak", "peak RSS"
+        );
+    }
+    for &n in &args.tokens {
+        for _ in 0..args.warmup {
+            bench_prefill(&model, n.min(256), &opts)?;
+        }
+        let r = bench_prefill(&model, n, &opts)?;
+        let pct = 100.0 * r.gflops_per_second() / peak;
+        if args.json {
+            println!(
+                "{}",
+                serde_json::json!({
+                    "tokens": r.tokens, "seconds": r.seconds, "tokens_per_second": r.tokens_per_second(),
+                    "backbone_seconds": r.timings.backbone_s, "head_seconds": r.timings.head_s,
+                    "gflop": r.flops.total() / 1e9, "gflop_linear": r.flops.linear / 1e9,
+                    "gflop_scan": r.flops.scan / 1e9, "gflop_attention": r.flops.attention / 1e9,
+                    "gflop_head": r.flops.head / 1e9, "gflops_per_second": r.gflops_per_second(),
+                    "peak_gflops": peak, "percent_of_peak": pct, "peak_rss_bytes": r.peak_rss,
+                    "threads": threads, "chunk": args.chunk
+                })
+            );
+        } else {
+            println!(
+                "{:>7} {:>9.3} {:>9.1} {:>10.3} {:>9.3} {:>11.3} {:>7.1}% {:>10}",
+                r.tokens,
+                r.seconds,
+                r.tokens_per_second(),
+                r.timings.backbone_s,
+                r.timings.head_s,
+                r.flops.total() / 1e9 / r.tokens as f64,
+                pct,
+                fmt_bytes(r.peak_rss)
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn fmt_bytes(b: Option<u64>) -> String {
+    match b {
+        Some(b) if b >= 1 << 30 => format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64),
+        Some(b) => format!("{:.0} MiB", b as f64 / (1u64 << 20) as f64),
+        None => "n/a".into(),
+    }
+}

@@ -1,0 +1,149 @@
+//! `clef demo`: a request answered end to end on a fresh machine, with no download. By
+//! default it uses `nano`, a small toy checkpoint built into the binary that was trained on four
+//! synthetic task families (so its answers mean something for those requests only); with
+//! `--synthetic PRESET` it writes a random-weight checkpoint instead, whose answers are random.
+
+use super::bench::fmt_bytes;
+use clap::Args;
+use clef_api::{build_response, AnswerOptions, Limits};
+use clef_engine::{DecideOptions, Engine, EngineConfig};
+use clef_model::memory;
+use clef_model::synth::{synthesize, Preset, SynthOptions};
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Instant;
+
+const NANO: &[(&str, &[u8])] = &[
+    (
+        "config.json",
+        include_bytes!("../../../../tests/fixtures/models/nano/config.json"),
+    ),
+    (
+        "generation_config.json",
+        include_bytes!("../../../../tests/fixtures/models/nano/generation_config.json"),
+    ),
+    (
+        "joint_head.safetensors",
+        include_bytes!("../../../../tests/fixtures/models/nano/joint_head.safetensors"),
+    ),
+    (
+        "joint_head_config.json",
+        include_bytes!("../../../../tests/fixtures/models/nano/joint_head_config.json"),
+    ),
+    (
+        "model.safetensors",
+        include_bytes!("../../../../tests/fixtures/models/nano/model.safetensors"),
+    ),
+    (
+        "processor_config.json",
+        include_bytes!("../../../../tests/fixtures/models/nano/processor_config.json"),
+    ),
+    (
+        "tokenizer.json",
+        include_bytes!("../../../../tests/fixtures/models/nano/tokenizer.json"),
+    ),
+    (
+        "tokenizer_config.json",
+        include_bytes!("../../../../tests/fixtures/models/nano/tokenizer_config.json"),
+    ),
+];
+
+/// Requests from nano's task families (held-out style: states it never saw in training).
+const EXAMPLES: &[&str] = &[
+    r#"{"model": "clef", "state": "Your app is delighted. Support was helpful too.",
+        "questions": {"happy": {"type": "noul", "instructions": "Is the customer happy?"}}}"#,
+    r#"{"model": "clef", "state": {"order": {"id": 6311, "status": "shipped", "items": 3, "total": 161.84}, "payment": {"status": "failed"}},
+        "questions": {"status": {"type": "choice", "instructions": "What is the order status?",
+          "criteria": {"cancelled": "The order was cancelled", "pending": "The order is not shipped yet", "shipped": "The order has shipped"}}}}"#,
+];
+
+#[derive(Args)]
+pub struct DemoArgs {
+    /// Use a random-weight checkpoint of this preset (tiny, flash, clef) instead of the
+    /// built-in trained toy model. Flash and clef are multi-gigabyte even when shortened.
+    #[arg(long)]
+    pub synthetic: Option<Preset>,
+    /// With --synthetic: keep only the first N layers.
+    #[arg(long)]
+    pub layers: Option<usize>,
+}
+
+pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
+    let dir = tempfile::tempdir()?;
+    let t0 = Instant::now();
+    let what = match args.synthetic {
+        Some(preset) => {
+            synthesize(
+                dir.path(),
+                &SynthOptions {
+                    preset,
+                    layers: args.layers,
+                    seed: 1,
+                },
+            )?;
+            format!("a synthetic {preset:?} checkpoint (random weights: its answers are random)")
+        }
+        None => {
+            write_nano(dir.path())?;
+            "nano, a toy checkpoint trained on four synthetic task families (not Clef's weights)"
+                .to_string()
+        }
+    };
+    let prepared_s = t0.elapsed().as_secs_f64();
+    let t1 = Instant::now();
+    let engine = Engine::load(
+        dir.path(),
+        EngineConfig {
+            limits: Limits::workers(),
+            ..Default::default()
+        },
+    )?;
+    println!("model: {what}");
+    println!(
+        "prepared in {prepared_s:.2} s, loaded in {:.2} s",
+        t1.elapsed().as_secs_f64()
+    );
+    for example in EXAMPLES {
+        let req = match engine.parse(example.as_bytes()) {
+            Ok(r) => r,
+            Err(e) => anyhow::bail!("example request refused: {e}"),
+        };
+        let t = Instant::now();
+        let d = engine
+            .decide(&req, &DecideOptions::default())
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let response = build_response(
+            &req,
+            &d.probabilities_f64(),
+            d.encoded.input_ids.len(),
+            &AnswerOptions::default(),
+        )
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        println!("\nrequest : {}", compact(example));
+        println!("response: {}", response.to_json_string());
+        println!(
+            "timing  : {ms:.1} ms for {} tokens (backbone {:.1} ms, head {:.1} ms)",
+            d.encoded.input_ids.len(),
+            d.timings.backbone_s * 1e3,
+            d.timings.head_s * 1e3
+        );
+    }
+    println!(
+        "\npeak resident memory {}",
+        fmt_bytes(memory::peak_rss_bytes())
+    );
+    println!("Point `clef decide --model DIR` or `clef serve --model DIR` at a Clef or Clef-Flash release folder to use the real weights.");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write_nano(dir: &Path) -> std::io::Result<()> {
+    for (name, bytes) in NANO {
+        std::fs::write(dir.join(name), bytes)?;
+    }
+    Ok(())
+}
+
+fn compact(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}

@@ -1,0 +1,108 @@
+//! Options shared by every command that runs a model (decide, serve, eval, bench).
+
+use clap::{Args, ValueEnum};
+use clef_api::{AnswerOptions, ConfidenceFormula, Limits};
+use clef_engine::EngineConfig;
+use clef_model::{PrefillOrder, RunOptions};
+use std::path::PathBuf;
+
+#[derive(Args, Clone)]
+pub struct EngineArgs {
+    /// Model folder: a Hugging Face release (config.json, model*.safetensors,
+    /// joint_head.safetensors, tokenizer.json) or a converted bundle.
+    #[arg(long, env = "CLEF_MODEL")]
+    pub model: PathBuf,
+    /// Rows per prefill call; any value gives the same answers.
+    #[arg(long, default_value_t = 128, env = "CLEF_CHUNK")]
+    pub chunk: usize,
+    /// Run the prefill layer by layer, dropping each layer's weight pages afterwards, so a
+    /// model larger than RAM can run (slower; activations grow with the prompt).
+    #[arg(long, env = "CLEF_LOW_MEMORY")]
+    pub low_memory: bool,
+    /// Largest image area after resizing, in pixels (1,024 tokens at the default).
+    #[arg(long, default_value_t = 1_048_576, env = "CLEF_MAX_IMAGE_PIXELS")]
+    pub max_image_pixels: u64,
+    /// Largest prompt in tokens.
+    #[arg(long, env = "CLEF_MAX_CONTEXT")]
+    pub max_context: Option<usize>,
+}
+
+impl EngineArgs {
+    pub fn config(&self, mut limits: Limits) -> anyhow::Result<EngineConfig> {
+        if self.chunk == 0 {
+            anyhow::bail!("--chunk must be at least 1");
+        }
+        if let Some(c) = self.max_context {
+            limits.max_context = c;
+        }
+        let mut cfg = EngineConfig {
+            limits,
+            run: RunOptions {
+                chunk_size: self.chunk,
+                order: if self.low_memory {
+                    PrefillOrder::LayerMajor
+                } else {
+                    PrefillOrder::ChunkMajor
+                },
+            },
+            ..Default::default()
+        };
+        cfg.media.max_image_pixels = self.max_image_pixels;
+        Ok(cfg)
+    }
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
+pub enum Confidence {
+    Pmax,
+    Typesafe,
+    Entropy,
+}
+
+impl From<Confidence> for ConfidenceFormula {
+    fn from(c: Confidence) -> Self {
+        match c {
+            Confidence::Pmax => ConfidenceFormula::Pmax,
+            Confidence::Typesafe => ConfidenceFormula::Typesafe,
+            Confidence::Entropy => ConfidenceFormula::Entropy,
+        }
+    }
+}
+
+/// Decimals of the answers, or `none` for full precision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rounding(pub Option<u32>);
+
+impl std::str::FromStr for Rounding {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "none" | "full" => Ok(Rounding(None)),
+            d => match d.parse::<u32>() {
+                Ok(n) if n <= 17 => Ok(Rounding(Some(n))),
+                _ => Err(format!(
+                    "`{d}` is not a number of decimals (0-17) or `none`"
+                )),
+            },
+        }
+    }
+}
+
+#[derive(Args, Clone)]
+pub struct OutputArgs {
+    /// Decimals of every probability, confidence and score (`none` = full precision).
+    #[arg(long, default_value = "4", env = "CLEF_ROUNDING")]
+    pub rounding: Rounding,
+    /// Confidence formula of choice and score answers (api.md §8).
+    #[arg(long, value_enum, default_value_t = Confidence::Pmax, env = "CLEF_CONFIDENCE")]
+    pub confidence: Confidence,
+}
+
+impl OutputArgs {
+    pub fn answer_options(&self) -> AnswerOptions {
+        AnswerOptions {
+            rounding: self.rounding.0,
+            confidence: self.confidence.into(),
+        }
+    }
+}
