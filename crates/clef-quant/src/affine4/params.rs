@@ -4,6 +4,8 @@
 
 use half::bf16;
 
+use crate::quantizer::norm::round_small;
+
 /// Largest 4-bit code.
 pub const MAX_CODE: u8 = 15;
 
@@ -48,11 +50,15 @@ impl Affine4Params {
     #[inline]
     pub fn code(&self, w: f32) -> u8 {
         let x = (w - self.bias.to_f32()) / self.scale.to_f32();
-        if !x.is_finite() {
-            // only a BF16 scale that underflowed to 0 gets here; code 0 reproduces the bias
-            return 0;
-        }
-        x.round_ties_even().clamp(0.0, f32::from(MAX_CODE)) as u8
+        // Only a BF16 scale that underflowed to 0 makes x non-finite; code 0 reproduces the bias.
+        // Clamping to [−1, 16] before rounding gives the same code as rounding then clamping to
+        // [0, 15], and keeps the branch-free rounding in range.
+        let x = if x.is_finite() {
+            x.clamp(-1.0, 16.0)
+        } else {
+            -1.0
+        };
+        round_small(x).clamp(0.0, f32::from(MAX_CODE)) as u8
     }
 
     /// Runtime reconstruction `scale·q + bias` in f32 (a product, then a sum; no fused add).
@@ -91,6 +97,26 @@ mod tests {
                 assert!(err <= (p.dequantize(other) - w).abs() + 1e-6);
             }
         }
+    }
+
+    #[test]
+    fn code_equals_clamped_round_ties_even() {
+        let p = Affine4Params::fit(&[-0.37, 0.91], 1.0);
+        let (s, b) = (p.scale.to_f32(), p.bias.to_f32());
+        for k in -3000i32..=3000 {
+            let w = k as f32 * 0.0005;
+            let x = (w - b) / s;
+            assert_eq!(p.code(w), x.round_ties_even().clamp(0.0, 15.0) as u8, "{w}");
+            // exact half-way points between codes
+            let half = b + s * (k.rem_euclid(17) as f32 - 0.5);
+            let xh = (half - b) / s;
+            assert_eq!(p.code(half), xh.round_ties_even().clamp(0.0, 15.0) as u8);
+        }
+        let zero = Affine4Params {
+            scale: bf16::ZERO,
+            bias: bf16::from_f32(0.25),
+        };
+        assert_eq!(zero.code(1.0), 0);
     }
 
     #[test]

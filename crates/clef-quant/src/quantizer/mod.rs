@@ -3,6 +3,7 @@
 
 pub mod matrix;
 pub mod mse;
+pub mod norm;
 
 use half::bf16;
 

@@ -22,15 +22,14 @@ impl TernaryParams {
         Self::from_max_abs(group.iter().fold(0.0f32, |m, &w| m.max(w.abs())), p)
     }
 
-    /// Trit of `w` (round half to even, as torch.round).
+    /// Trit of `w`: `clamp(round(w/s), −1, 1)` with round half to even (as torch.round), i.e.
+    /// ±1 exactly when |w/s| > 0.5. A zero scale (all-zero group) gives 0.
     #[inline]
     pub fn trit(&self, w: f32) -> i8 {
-        let s = self.scale.to_f32();
-        if s == 0.0 {
-            // an all-zero group (or one below BF16's range) is exactly t = 0
-            return 0;
-        }
-        (w / s).round_ties_even().clamp(-1.0, 1.0) as i8
+        let r = w / self.scale.to_f32();
+        // comparisons instead of a rounding call keep the search loop vectorizable; NaN (0/0)
+        // fails both and gives 0
+        i8::from(r > 0.5) - i8::from(r < -0.5)
     }
 
     /// Runtime reconstruction s·t (exact in f32).
@@ -56,6 +55,30 @@ mod tests {
         let s = p.scale.to_f32();
         assert_eq!(p.trit(s * 0.5), 0);
         assert_eq!(p.trit(-s * 0.5), 0);
+    }
+
+    #[test]
+    fn trit_equals_clamped_round_ties_even() {
+        let p = TernaryParams {
+            scale: bf16::from_f32(0.75),
+        };
+        for k in -4000..=4000 {
+            let w = k as f32 * 0.001;
+            let r = w / 0.75;
+            assert_eq!(p.trit(w), r.round_ties_even().clamp(-1.0, 1.0) as i8, "{w}");
+        }
+        let one = TernaryParams {
+            scale: bf16::from_f32(1.0),
+        };
+        assert_eq!(
+            (
+                one.trit(0.5),
+                one.trit(-0.5),
+                one.trit(1.5),
+                one.trit(0.50000006)
+            ),
+            (0, 0, 1, 1)
+        );
     }
 
     #[test]
