@@ -98,11 +98,12 @@ fn check(name: &str, values: &[f32]) {
     let fp16_uniform = sse_fp16_table(values, &uniform);
 
     eprintln!(
-        "{name}: f64 lloyd/opt = {:.5}, lloyd/uniform = {:.4}; fp16 lloyd/opt = {:.5}, lloyd/uniform = {:.4}",
+        "{name}: f64 lloyd/opt = {:.5}, lloyd/uniform = {:.4}; fp16 lloyd/dp = {:.5}, lloyd/uniform = {:.4}, dp/opt = {:.6}",
         sse_lloyd / opt.cost,
         sse_lloyd / sse_uniform,
         fp16_lloyd / fp16_dp,
-        fp16_lloyd / fp16_uniform
+        fp16_lloyd / fp16_uniform,
+        fp16_dp / opt.cost
     );
     assert!(
         table.windows(2).all(|w| w[0] <= w[1]),
