@@ -135,7 +135,7 @@ fn main() {
     let sub = tokens.min(256);
     let e_rtn = calib_error(&x, sub, &w, &rtn.dequantized, rows, cols);
     let e_gptq = calib_error(&x, sub, &w, &g.dequantized, rows, cols);
-    let delta = ad.delta();
+    let delta = ad.delta().expect("adapter shapes");
     let with: Vec<f32> = g
         .dequantized
         .iter()

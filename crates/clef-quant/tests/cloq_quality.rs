@@ -57,7 +57,7 @@ fn cloq_beats_no_adapter_and_plain_svd() {
         let adapter =
             cloq_adapter(&w, &q.dequantized, rows, cols, &h, &CloqOptions::default()).unwrap();
         assert_eq!((adapter.a.len(), adapter.b.len()), (16 * cols, rows * 16));
-        let delta = adapter.delta();
+        let delta = adapter.delta().unwrap();
         let with_cloq: Vec<f64> = e
             .iter()
             .zip(&delta)
@@ -95,7 +95,7 @@ fn closed_form_is_the_optimum_of_a_tiny_rank_1_case() {
         svd: SvdMethod::Exact,
     };
     let f = cloq_factors(&w, &w_hat, rows, cols, &h, &opts).unwrap();
-    let delta = f.delta();
+    let delta = f.delta().unwrap();
     let resid: Vec<f64> = e.iter().zip(&delta).map(|(a, b)| a - b).collect();
     let closed = damped_objective(&h, 0.0, &resid, rows, cols);
 
@@ -169,7 +169,7 @@ fn cholesky_and_eigen_whitening_give_the_same_adapter() {
         svd: SvdMethod::Exact,
     };
     let f = cloq_factors(&w, &w_hat, rows, cols, &h, &opts).unwrap();
-    let ours = f.delta();
+    let ours = f.delta().unwrap();
 
     let mean: f64 = (0..cols).map(|i| f64::from(h.get(i, i))).sum::<f64>() / cols as f64;
     let hd = Mat::from_fn(cols, cols, |i, j| {
@@ -229,7 +229,7 @@ fn randomized_svd_reaches_the_exact_objective() {
             ..Default::default()
         };
         let f = cloq_factors(&w, &q.dequantized, rows, cols, &h, &opts).unwrap();
-        let d = f.delta();
+        let d = f.delta().unwrap();
         let resid: Vec<f64> = e.iter().zip(&d).map(|(a, b)| a - b).collect();
         damped_objective(&h, 0.01, &resid, rows, cols)
     };

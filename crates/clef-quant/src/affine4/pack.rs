@@ -47,13 +47,16 @@ pub fn unpack_nibbles_row(packed: &[u8], row: usize, cols: usize, out: &mut [u8]
     }
     let row_bytes = packed_row_len(cols);
     let start = checked_mul(row, row_bytes, "4-bit row offset")?;
-    let src = packed
-        .get(start..start + row_bytes)
-        .ok_or(QuantError::LengthMismatch {
+    let end = start
+        .checked_add(row_bytes)
+        .ok_or(QuantError::SizeOverflow {
             what: "packed 4-bit codes",
-            expected: start + row_bytes,
-            got: packed.len(),
         })?;
+    let src = packed.get(start..end).ok_or(QuantError::LengthMismatch {
+        what: "packed 4-bit codes",
+        expected: end,
+        got: packed.len(),
+    })?;
     for (&b, pair) in src.iter().zip(out.chunks_mut(2)) {
         pair[0] = b & 0x0f;
         if let Some(h) = pair.get_mut(1) {

@@ -71,6 +71,18 @@ impl Affine4Params {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The clamped magic-constant rounding against the literal
+        /// `clamp(round_half_even((w − bias)/scale), 0, 15)`.
+        #[test]
+        fn code_matches_literal_rounding(w in -2.0f32..2.0, lo in -1.0f32..0.0, hi in 0.0f32..1.0, k in 0usize..80) {
+            let p = Affine4Params::from_range(lo, hi, 1.0 - k as f32 / 100.0);
+            let x = (w - p.bias.to_f32()) / p.scale.to_f32();
+            prop_assert_eq!(p.code(w), x.round_ties_even().clamp(0.0, 15.0) as u8);
+        }
+    }
 
     #[test]
     fn full_range_parameters() {

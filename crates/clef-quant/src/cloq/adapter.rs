@@ -71,7 +71,9 @@ impl CloqFactors {
     }
 
     /// B·A as a row-major `[rows, cols]` f64 matrix.
-    pub fn delta(&self) -> Vec<f64> {
+    pub fn delta(&self) -> Result<Vec<f64>> {
+        check_len("adapter A", self.a.len(), self.rank, self.cols)?;
+        check_len("adapter B", self.b.len(), self.rows, self.rank)?;
         let mut out = vec![0.0; self.rows * self.cols];
         for o in 0..self.rows {
             for k in 0..self.rank {
@@ -84,13 +86,15 @@ impl CloqFactors {
                 }
             }
         }
-        out
+        Ok(out)
     }
 }
 
 impl CloqAdapter {
     /// B·A with the BF16 factors, row-major `[rows, cols]` f32 (f32 accumulation).
-    pub fn delta(&self) -> Vec<f32> {
+    pub fn delta(&self) -> Result<Vec<f32>> {
+        check_len("adapter A", self.a.len(), self.rank, self.cols)?;
+        check_len("adapter B", self.b.len(), self.rows, self.rank)?;
         let mut out = vec![0.0f32; self.rows * self.cols];
         for o in 0..self.rows {
             for k in 0..self.rank {
@@ -103,7 +107,7 @@ impl CloqAdapter {
                 }
             }
         }
-        out
+        Ok(out)
     }
 }
 

@@ -51,9 +51,6 @@ impl Lut6Matrix {
                 allowed: "below the row count",
             });
         }
-        let mut idx = vec![0u8; self.cols];
-        unpack6_row(&self.indices, row, self.cols, &mut idx)?;
-        let table = &self.luts[(row / GROUP_ROWS) * TABLE_LEN..][..TABLE_LEN];
         if out.len() != self.cols {
             return Err(QuantError::LengthMismatch {
                 what: "dequantized row",
@@ -61,6 +58,17 @@ impl Lut6Matrix {
                 got: out.len(),
             });
         }
+        let mut idx = vec![0u8; self.cols];
+        unpack6_row(&self.indices, row, self.cols, &mut idx)?;
+        let start = (row / GROUP_ROWS) * TABLE_LEN;
+        let table = self
+            .luts
+            .get(start..start + TABLE_LEN)
+            .ok_or(QuantError::LengthMismatch {
+                what: "LUT-6 tables",
+                expected: start + TABLE_LEN,
+                got: self.luts.len(),
+            })?;
         for (o, &i) in out.iter_mut().zip(&idx) {
             *o = table[i as usize].to_f32();
         }

@@ -98,13 +98,16 @@ pub fn unpack_trits_row(packed: &[u8], row: usize, cols: usize, out: &mut [i8]) 
     }
     let row_bytes = packed_row_len(cols);
     let start = checked_mul(row, row_bytes, "trit row offset")?;
-    let src = packed
-        .get(start..start + row_bytes)
-        .ok_or(QuantError::LengthMismatch {
+    let end = start
+        .checked_add(row_bytes)
+        .ok_or(QuantError::SizeOverflow {
             what: "packed trits",
-            expected: start + row_bytes,
-            got: packed.len(),
         })?;
+    let src = packed.get(start..end).ok_or(QuantError::LengthMismatch {
+        what: "packed trits",
+        expected: end,
+        got: packed.len(),
+    })?;
     for (j, (&b, chunk)) in src.iter().zip(out.chunks_mut(DIGITS_PER_BYTE)).enumerate() {
         let digits = DECODE.get(b as usize).ok_or(QuantError::CodeOutOfRange {
             what: "packed trit byte",

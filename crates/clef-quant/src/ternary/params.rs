@@ -42,6 +42,17 @@ impl TernaryParams {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The comparison form against the literal `clamp(round_half_even(w/s), −1, 1)`.
+        #[test]
+        fn trit_matches_literal_rounding(w in -1.0f32..1.0, s in 1e-4f32..0.5) {
+            let p = TernaryParams { scale: bf16::from_f32(s) };
+            let r = w / p.scale.to_f32();
+            prop_assert_eq!(p.trit(w), r.round_ties_even().clamp(-1.0, 1.0) as i8);
+        }
+    }
 
     #[test]
     fn trits_and_scale() {
