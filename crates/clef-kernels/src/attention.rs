@@ -166,7 +166,7 @@ fn detected() -> TileKernel {
 }
 
 /// Query positions per work item (times the GQA group size gives the rows of one item).
-const QUERY_BLOCK: usize = 32;
+const QUERY_BLOCK: usize = 64;
 /// Keys per online-softmax step.
 const KEY_BLOCK: usize = 128;
 
@@ -287,6 +287,60 @@ impl Flash {
     /// the row-major left operand (copied row by row, never transposed) and the probabilities
     /// come out as the transposed left operand of `O += P · V_block`, read in place.
     fn item(
+        &mut self,
+        sh: &Shape,
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        i0: usize,
+        h: usize,
+        dst: &mut [f32],
+    ) {
+        // The element-wise loops around the products (gather, rescaling, normalisation) are
+        // compiled once per ISA so that they vectorise as widely as the tiles.
+        match self.isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the kernel was built for an available ISA (checked at construction).
+            Isa::Avx512 => unsafe { self.item_avx512(sh, q, k, v, i0, h, dst) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Isa::Avx2 => unsafe { self.item_avx2(sh, q, k, v, i0, h, dst) },
+            _ => self.item_body(sh, q, k, v, i0, h, dst),
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn item_avx512(
+        &mut self,
+        sh: &Shape,
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        i0: usize,
+        h: usize,
+        dst: &mut [f32],
+    ) {
+        self.item_body(sh, q, k, v, i0, h, dst)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn item_avx2(
+        &mut self,
+        sh: &Shape,
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        i0: usize,
+        h: usize,
+        dst: &mut [f32],
+    ) {
+        self.item_body(sh, q, k, v, i0, h, dst)
+    }
+
+    #[inline(always)]
+    fn item_body(
         &mut self,
         sh: &Shape,
         q: &[f32],

@@ -228,6 +228,57 @@ impl ChunkScratch {
     /// Advances head `h` over tokens `t0..t0 + c`: writes their outputs to `o` (`[c × dv]`)
     /// and replaces `s` (`[dk × dv]`) by the state after the chunk (§3.2 step 9).
     fn chunk(&mut self, x: &Inputs, h: usize, t0: usize, c: usize, s: &mut [f32], o: &mut [f32]) {
+        // The element-wise loops around the products (decays, the triangular inverse, the
+        // scalings) are compiled once per ISA so that they vectorise as widely as the tiles.
+        match self.gemm.kernel().isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the kernel was built for an available ISA (checked at construction).
+            Isa::Avx512 => unsafe { self.chunk_avx512(x, h, t0, c, s, o) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            Isa::Avx2 => unsafe { self.chunk_avx2(x, h, t0, c, s, o) },
+            _ => self.chunk_body(x, h, t0, c, s, o),
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn chunk_avx512(
+        &mut self,
+        x: &Inputs,
+        h: usize,
+        t0: usize,
+        c: usize,
+        s: &mut [f32],
+        o: &mut [f32],
+    ) {
+        self.chunk_body(x, h, t0, c, s, o)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn chunk_avx2(
+        &mut self,
+        x: &Inputs,
+        h: usize,
+        t0: usize,
+        c: usize,
+        s: &mut [f32],
+        o: &mut [f32],
+    ) {
+        self.chunk_body(x, h, t0, c, s, o)
+    }
+
+    #[inline(always)]
+    fn chunk_body(
+        &mut self,
+        x: &Inputs,
+        h: usize,
+        t0: usize,
+        c: usize,
+        s: &mut [f32],
+        o: &mut [f32],
+    ) {
         let DeltaNetDims {
             k_heads,
             v_heads,
