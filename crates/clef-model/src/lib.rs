@@ -3,6 +3,7 @@
 
 pub mod backbone;
 pub mod bench;
+pub mod bundle;
 pub mod checkpoint;
 pub mod config;
 pub mod error;
@@ -12,6 +13,7 @@ pub mod layout;
 pub mod linear;
 pub mod memory;
 pub mod model;
+pub mod rows;
 pub mod synth;
 pub mod tensor;
 pub mod vision;

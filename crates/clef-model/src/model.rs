@@ -10,7 +10,7 @@ use crate::error::{ModelError, Result};
 use crate::head::layout::SchemaLayout;
 use crate::head::stream::HeadStream;
 use crate::head::JointHead;
-use crate::tensor::Tensor;
+use crate::rows::RowTable;
 use crate::vision::VisionTower;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -70,13 +70,14 @@ pub struct Model {
     pub head_config: HeadConfig,
     pub backbone: Backbone,
     pub head: JointHead,
-    pub lm_head: Tensor,
+    pub lm_head: RowTable,
     pub vision: Option<VisionTower>,
 }
 
 impl Model {
     /// Load a release folder (or a bundle in the same layout).
     pub fn load(dir: &Path) -> Result<Model> {
+        crate::bundle::check_sizes(dir)?;
         let config = ModelConfig::from_file(&dir.join("config.json"))?;
         let head_config = HeadConfig::from_file(&dir.join("joint_head_config.json"))?;
         if head_config.hidden_size != config.text_config.hidden_size {
@@ -90,14 +91,13 @@ impl Model {
         }
         let mut set = checkpoint::open_backbone(dir)?;
         let backbone = Backbone::take(&mut set, &config)?;
-        let lm_head = set.take(
+        let lm_head = RowTable::dense(set.take(
             "lm_head.weight",
             &[
                 config.text_config.vocab_size,
                 config.text_config.hidden_size,
             ],
-        )?;
-        lm_head.matrix()?;
+        )?)?;
         let vision = match &config.vision_config {
             Some(vc) => Some(VisionTower::take(&mut set, vc)?),
             None => None,
@@ -126,8 +126,7 @@ impl Model {
     /// ℓ_o for every option: mean of the raw `lm_head` rows of its tokens.
     fn lexical_vectors(&self, layout: &SchemaLayout) -> Result<Vec<f32>> {
         let h = self.hidden();
-        let w = self.lm_head.matrix()?;
-        let vocab = w.rows;
+        let vocab = self.lm_head.rows();
         let mut out = Vec::with_capacity(layout.num_options() * h);
         let mut row = vec![0.0f32; h];
         for q in &layout.questions {
@@ -139,7 +138,7 @@ impl Model {
                             "token id {id} outside lm_head ({vocab} rows)"
                         )));
                     }
-                    w.row_to_f32(id as usize, &mut row);
+                    self.lm_head.row_to_f32(id as usize, &mut row)?;
                     for (a, v) in acc.iter_mut().zip(&row) {
                         *a += *v as f64;
                     }

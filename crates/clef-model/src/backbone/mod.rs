@@ -12,7 +12,7 @@ pub mod state;
 use crate::checkpoint::TensorSet;
 use crate::config::{LayerKind, ModelConfig};
 use crate::error::{ModelError, Result};
-use crate::tensor::Tensor;
+use crate::rows::RowTable;
 use attention::Attention;
 use clef_kernels::rms_norm;
 use deltanet::DeltaNet;
@@ -52,7 +52,7 @@ impl Layer {
 }
 
 pub struct Backbone {
-    pub embed: Tensor,
+    pub embed: RowTable,
     pub layers: Vec<Layer>,
     final_norm: Vec<f32>,
     rope: Rope,
@@ -65,8 +65,9 @@ impl Backbone {
     pub fn take(set: &mut TensorSet, cfg: &ModelConfig) -> Result<Self> {
         let t = &cfg.text_config;
         let h = t.hidden_size;
-        let embed = set.take(&format!("{PREFIX}.embed_tokens.weight"), &[t.vocab_size, h])?;
-        embed.matrix()?;
+        let embed = RowTable::dense(
+            set.take(&format!("{PREFIX}.embed_tokens.weight"), &[t.vocab_size, h])?,
+        )?;
         let mut layers = Vec::with_capacity(t.num_hidden_layers);
         for (i, kind) in cfg.layer_kinds().into_iter().enumerate() {
             let p = format!("{PREFIX}.layers.{i}");
@@ -121,7 +122,6 @@ impl Backbone {
 
     /// Embedding rows of `ids` into `out` ([ids.len(), hidden]).
     pub fn embed(&self, ids: &[u32], out: &mut [f32]) -> Result<()> {
-        let w = self.embed.matrix()?;
         for (row, &id) in out.chunks_exact_mut(self.hidden).zip(ids) {
             if id as usize >= self.vocab {
                 return Err(ModelError::Input(format!(
@@ -129,7 +129,7 @@ impl Backbone {
                     self.vocab
                 )));
             }
-            w.row_to_f32(id as usize, row);
+            self.embed.row_to_f32(id as usize, row)?;
         }
         Ok(())
     }

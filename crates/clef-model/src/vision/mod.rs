@@ -113,13 +113,7 @@ impl VisionTower {
         let pb = set
             .take(&format!("{PREFIX}.patch_embed.proj.bias"), &[d])?
             .to_f32()?;
-        let patch_embed = Linear {
-            weight: pw,
-            bias: Some(pb),
-            rows: d,
-            cols: patch,
-        };
-        patch_embed.weight.matrix()?;
+        let patch_embed = Linear::dense(pw, Some(pb), d, patch)?;
         let side = (cfg.num_position_embeddings as f64).sqrt() as usize;
         let pos_table = set
             .take(

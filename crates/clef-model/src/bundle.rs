@@ -1,0 +1,393 @@
+//! Converted bundles (formats.md §1): a folder with a `manifest.json` that lists every other
+//! file with its exact size and SHA-256. Loading checks sizes always (a truncated download or
+//! an interrupted copy is caught before any weight is read); `clef verify` also checks hashes.
+//! Bundles are written into a temporary sibling folder and renamed into place at the end, so
+//! an interrupted conversion never leaves a folder that looks complete.
+
+use crate::error::{ModelError, Result};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+pub const MANIFEST: &str = "manifest.json";
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SourceInfo {
+    #[serde(default)]
+    pub repo: Option<String>,
+    #[serde(default)]
+    pub revision: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct FileEntry {
+    pub path: String,
+    pub bytes: u64,
+    pub sha256: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Manifest {
+    /// `clef-lut6-v1`, `clef-ternary-v1`, `bf16`, `f16`.
+    pub format: String,
+    pub format_version: u32,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub source: Option<SourceInfo>,
+    /// Format-specific settings (thresholds, recipe, per-tensor storage formats, ...).
+    #[serde(default)]
+    pub recipe: serde_json::Value,
+    /// Every file except the manifest, paths relative with `/`, sorted.
+    pub files: Vec<FileEntry>,
+}
+
+/// One file that does not match the manifest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FileProblem {
+    Missing(String),
+    Size {
+        path: String,
+        expected: u64,
+        found: u64,
+    },
+    Hash {
+        path: String,
+    },
+    /// A listed path that tries to leave the bundle folder.
+    BadPath(String),
+}
+
+impl std::fmt::Display for FileProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FileProblem::Missing(p) => write!(f, "{p}: missing"),
+            FileProblem::Size {
+                path,
+                expected,
+                found,
+            } => {
+                write!(f, "{path}: {found} bytes, the manifest says {expected}")
+            }
+            FileProblem::Hash { path } => write!(f, "{path}: SHA-256 differs from the manifest"),
+            FileProblem::BadPath(p) => write!(f, "{p}: not a path inside the bundle"),
+        }
+    }
+}
+
+fn safe_relative(path: &str) -> bool {
+    !path.is_empty()
+        && !path.starts_with('/')
+        && !path.contains('\\')
+        && path
+            .split('/')
+            .all(|c| !c.is_empty() && c != "." && c != "..")
+}
+
+/// SHA-256 of a file, streamed.
+pub fn sha256_file(path: &Path) -> std::io::Result<String> {
+    let mut f = std::fs::File::open(path)?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(hex::encode(h.finalize()))
+}
+
+impl Manifest {
+    /// The manifest of `dir`, or None when the folder is a plain release.
+    pub fn load(dir: &Path) -> Result<Option<Manifest>> {
+        let path = dir.join(MANIFEST);
+        if !path.is_file() {
+            return Ok(None);
+        }
+        let text = std::fs::read_to_string(&path).map_err(|e| ModelError::io(&path, e))?;
+        let m: Manifest = serde_json::from_str(&text).map_err(|e| ModelError::Json {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+        Ok(Some(m))
+    }
+
+    /// Problems with the listed files: sizes always, hashes when `hashes` is set.
+    pub fn check(&self, dir: &Path, hashes: bool) -> Vec<FileProblem> {
+        let mut problems = Vec::new();
+        for f in &self.files {
+            if !safe_relative(&f.path) {
+                problems.push(FileProblem::BadPath(f.path.clone()));
+                continue;
+            }
+            let p = dir.join(&f.path);
+            let Ok(meta) = std::fs::metadata(&p) else {
+                problems.push(FileProblem::Missing(f.path.clone()));
+                continue;
+            };
+            if meta.len() != f.bytes {
+                problems.push(FileProblem::Size {
+                    path: f.path.clone(),
+                    expected: f.bytes,
+                    found: meta.len(),
+                });
+                continue;
+            }
+            if hashes
+                && sha256_file(&p)
+                    .map(|h| h != f.sha256.to_lowercase())
+                    .unwrap_or(true)
+            {
+                problems.push(FileProblem::Hash {
+                    path: f.path.clone(),
+                });
+            }
+        }
+        problems
+    }
+
+    /// Files of `dir` the manifest does not list (ignored when loading, with a warning).
+    pub fn unlisted(&self, dir: &Path) -> Vec<String> {
+        let mut found = Vec::new();
+        list_files(dir, dir, &mut found);
+        found.retain(|p| p != MANIFEST && !self.files.iter().any(|f| &f.path == p));
+        found.sort();
+        found
+    }
+
+    /// Describe every file of `dir` (except the manifest), hashing each.
+    pub fn describe(
+        dir: &Path,
+        format: &str,
+        model: Option<String>,
+        source: Option<SourceInfo>,
+        recipe: serde_json::Value,
+    ) -> Result<Manifest> {
+        let mut paths = Vec::new();
+        list_files(dir, dir, &mut paths);
+        paths.retain(|p| p != MANIFEST);
+        paths.sort();
+        let mut files = Vec::with_capacity(paths.len());
+        for p in paths {
+            let full = dir.join(&p);
+            let bytes = std::fs::metadata(&full)
+                .map_err(|e| ModelError::io(&full, e))?
+                .len();
+            let sha256 = sha256_file(&full).map_err(|e| ModelError::io(&full, e))?;
+            files.push(FileEntry {
+                path: p,
+                bytes,
+                sha256,
+            });
+        }
+        Ok(Manifest {
+            format: format.to_string(),
+            format_version: 1,
+            model,
+            source,
+            recipe,
+            files,
+        })
+    }
+
+    pub fn write(&self, dir: &Path) -> Result<()> {
+        let path = dir.join(MANIFEST);
+        let text = serde_json::to_string_pretty(self).map_err(|e| ModelError::Json {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+        std::fs::write(&path, text).map_err(|e| ModelError::io(&path, e))
+    }
+}
+
+fn list_files(root: &Path, dir: &Path, out: &mut Vec<String>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            list_files(root, &p, out);
+        } else if let Ok(rel) = p.strip_prefix(root) {
+            out.push(
+                rel.components()
+                    .map(|c| c.as_os_str().to_string_lossy())
+                    .collect::<Vec<_>>()
+                    .join("/"),
+            );
+        }
+    }
+}
+
+/// Check a bundle folder's sizes against its manifest (no-op for plain releases). Called by
+/// every load.
+pub fn check_sizes(dir: &Path) -> Result<Option<Manifest>> {
+    let Some(m) = Manifest::load(dir)? else {
+        return Ok(None);
+    };
+    if let Some(p) = m.check(dir, false).into_iter().next() {
+        return Err(ModelError::config(
+            dir.join(MANIFEST),
+            format!("bundle does not match its manifest: {p}"),
+        ));
+    }
+    for extra in m.unlisted(dir) {
+        tracing::warn!(file = %extra, "file not listed in the bundle manifest; ignored");
+    }
+    Ok(Some(m))
+}
+
+/// A bundle being written: a hidden temporary folder beside the destination, renamed into
+/// place by `finish` after the manifest is written. Dropped unfinished, it is removed.
+pub struct BundleWriter {
+    tmp: PathBuf,
+    dest: PathBuf,
+    done: bool,
+}
+
+impl BundleWriter {
+    /// Refuses an existing destination unless `force`.
+    pub fn create(dest: &Path, force: bool) -> Result<BundleWriter> {
+        if dest.exists() && !force {
+            return Err(ModelError::config(
+                dest,
+                "already exists; pass --force to replace it",
+            ));
+        }
+        let parent = dest
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::create_dir_all(parent).map_err(|e| ModelError::io(parent, e))?;
+        let name = dest
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "bundle".into());
+        let tmp = parent.join(format!(".{name}.partial-{}", std::process::id()));
+        if tmp.exists() {
+            std::fs::remove_dir_all(&tmp).map_err(|e| ModelError::io(&tmp, e))?;
+        }
+        std::fs::create_dir_all(&tmp).map_err(|e| ModelError::io(&tmp, e))?;
+        Ok(BundleWriter {
+            tmp,
+            dest: dest.to_path_buf(),
+            done: false,
+        })
+    }
+
+    /// Where files go while the bundle is being written.
+    pub fn dir(&self) -> &Path {
+        &self.tmp
+    }
+
+    /// Copy a release file unchanged (tokenizer, configs, head, license).
+    pub fn copy_from(&self, src_dir: &Path, name: &str) -> Result<bool> {
+        let src = src_dir.join(name);
+        if !src.is_file() {
+            return Ok(false);
+        }
+        let dst = self.tmp.join(name);
+        if let Some(p) = dst.parent() {
+            std::fs::create_dir_all(p).map_err(|e| ModelError::io(p, e))?;
+        }
+        std::fs::copy(&src, &dst).map_err(|e| ModelError::io(&src, e))?;
+        Ok(true)
+    }
+
+    /// Write the manifest over everything written so far and move the bundle into place.
+    pub fn finish(
+        mut self,
+        format: &str,
+        model: Option<String>,
+        source: Option<SourceInfo>,
+        recipe: serde_json::Value,
+    ) -> Result<Manifest> {
+        let m = Manifest::describe(&self.tmp, format, model, source, recipe)?;
+        m.write(&self.tmp)?;
+        if self.dest.exists() {
+            std::fs::remove_dir_all(&self.dest).map_err(|e| ModelError::io(&self.dest, e))?;
+        }
+        std::fs::rename(&self.tmp, &self.dest).map_err(|e| ModelError::io(&self.dest, e))?;
+        self.done = true;
+        Ok(m)
+    }
+}
+
+impl Drop for BundleWriter {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = std::fs::remove_dir_all(&self.tmp);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manifest_round_trip_and_checks() {
+        let root = tempfile::tempdir().unwrap();
+        let dest = root.path().join("bundle");
+        let w = BundleWriter::create(&dest, false).unwrap();
+        std::fs::create_dir_all(w.dir().join("text")).unwrap();
+        std::fs::write(w.dir().join("a.bin"), b"hello").unwrap();
+        std::fs::write(w.dir().join("text/b.bin"), b"world!").unwrap();
+        let m = w.finish("bf16", None, None, serde_json::json!({})).unwrap();
+        assert_eq!(
+            m.files.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(),
+            vec!["a.bin", "text/b.bin"]
+        );
+        assert!(check_sizes(&dest).unwrap().is_some());
+        assert!(m.check(&dest, true).is_empty());
+        // Same size, one byte changed: only the hash check sees it.
+        std::fs::write(dest.join("a.bin"), b"hellO").unwrap();
+        assert!(m.check(&dest, false).is_empty());
+        assert_eq!(
+            m.check(&dest, true),
+            vec![FileProblem::Hash {
+                path: "a.bin".into()
+            }]
+        );
+        // A truncated file fails the size check at load.
+        std::fs::write(dest.join("text/b.bin"), b"wor").unwrap();
+        assert!(check_sizes(&dest).is_err());
+        // The destination exists now: refused without force.
+        assert!(BundleWriter::create(&dest, false).is_err());
+    }
+
+    #[test]
+    fn unfinished_writer_leaves_nothing() {
+        let root = tempfile::tempdir().unwrap();
+        let dest = root.path().join("bundle");
+        {
+            let w = BundleWriter::create(&dest, false).unwrap();
+            std::fs::write(w.dir().join("a.bin"), b"x").unwrap();
+        }
+        assert!(!dest.exists());
+        assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn paths_cannot_leave_the_bundle() {
+        let m = Manifest {
+            format: "bf16".into(),
+            format_version: 1,
+            model: None,
+            source: None,
+            recipe: serde_json::Value::Null,
+            files: vec![FileEntry {
+                path: "../x".into(),
+                bytes: 1,
+                sha256: String::new(),
+            }],
+        };
+        assert_eq!(
+            m.check(Path::new("."), false),
+            vec![FileProblem::BadPath("../x".into())]
+        );
+    }
+}
