@@ -31,6 +31,8 @@ enum Command {
     Demo(commands::demo::DemoArgs),
     /// Print the token ids and spans of a request (debugging the prompt).
     Encode(commands::encode::EncodeArgs),
+    /// Evaluate a model on records, against labels and/or a reference model.
+    Eval(commands::eval::EvalArgs),
     /// Write a synthetic checkpoint (random weights, release layout) of a preset size.
     Synth(commands::synth::SynthArgs),
     /// Measure prefill throughput, time per stage and peak memory on a model.
@@ -54,6 +56,7 @@ fn main() -> ExitCode {
         Command::Decide(args) => commands::decide::run(args),
         Command::Demo(args) => commands::demo::run(args),
         Command::Encode(args) => commands::encode::run(args),
+        Command::Eval(args) => commands::eval::run(args),
         Command::Synth(args) => commands::synth::run(args),
         Command::Bench(args) => commands::bench::run(args, threads),
     };

@@ -4,6 +4,7 @@ pub mod bench;
 pub mod decide;
 pub mod demo;
 pub mod encode;
+pub mod eval;
 pub mod request_file;
 pub mod settings;
 pub mod synth;
