@@ -1,0 +1,163 @@
+//! Gated DeltaNet core (model.md §3.2 steps 6–9): the per-head state recurrence
+//! `S ← α (I − β k kᵀ) S + β k vᵀ`, `o = Sᵀ q`, in f32.
+//!
+//! Shapes (callers pass consistent lengths; checked up front, a mismatch panics):
+//! q, k `[n, k_heads, dk]` (L2-normalised, q already scaled by dk^-1/2); v `[n, v_heads, dv]`;
+//! g (log decay, ≤ 0) and beta `[n, v_heads]`; state `[v_heads, dk, dv]` carried in and out;
+//! out `[n, v_heads, dv]`. Value head h reads key head `h / (v_heads / k_heads)`.
+
+mod chunked;
+
+use crate::error::KernelError;
+use crate::gemm::TileKernel;
+use crate::isa::Isa;
+use chunked::chunked;
+
+/// Head counts and sizes of one DeltaNet layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeltaNetDims {
+    pub k_heads: usize,
+    pub v_heads: usize,
+    pub dk: usize,
+    pub dv: usize,
+}
+
+impl DeltaNetDims {
+    fn group(&self) -> usize {
+        assert!(
+            self.k_heads > 0 && self.v_heads.is_multiple_of(self.k_heads),
+            "v_heads must be a positive multiple of k_heads"
+        );
+        self.v_heads / self.k_heads
+    }
+}
+
+fn check_lengths(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    g: &[f32],
+    beta: &[f32],
+    n: usize,
+    dims: &DeltaNetDims,
+    state: &[f32],
+    out: &[f32],
+) {
+    let DeltaNetDims {
+        k_heads,
+        v_heads,
+        dk,
+        dv,
+    } = *dims;
+    dims.group();
+    assert_eq!(q.len(), n * k_heads * dk, "q length");
+    assert_eq!(k.len(), n * k_heads * dk, "k length");
+    assert_eq!(v.len(), n * v_heads * dv, "v length");
+    assert_eq!(g.len(), n * v_heads, "g length");
+    assert_eq!(beta.len(), n * v_heads, "beta length");
+    assert_eq!(state.len(), v_heads * dk * dv, "state length");
+    assert_eq!(out.len(), n * v_heads * dv, "out length");
+}
+
+/// The fast form: the chunked algorithm of §3.2 step 9 (chunks of [`CHUNK`] tokens) as small
+/// dense products, parallel over value heads on the current rayon pool. Equals
+/// [`gated_delta_rule_recurrent`] up to f32 rounding. `g` must be ≤ 0 (a decay), as the
+/// recurrence defines it.
+pub fn gated_delta_rule(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    g: &[f32],
+    beta: &[f32],
+    n: usize,
+    dims: &DeltaNetDims,
+    state: &mut [f32],
+    out: &mut [f32],
+) {
+    let kernel = TileKernel::for_isa(Isa::detect())
+        .or_else(|| TileKernel::for_isa(Isa::Scalar))
+        .expect("the scalar kernel is always available");
+    chunked(kernel, q, k, v, g, beta, n, dims, state, out);
+}
+
+/// [`gated_delta_rule`] on an explicitly chosen instruction set (tests, benchmarks).
+pub fn gated_delta_rule_with_isa(
+    isa: Isa,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    g: &[f32],
+    beta: &[f32],
+    n: usize,
+    dims: &DeltaNetDims,
+    state: &mut [f32],
+    out: &mut [f32],
+) -> Result<(), KernelError> {
+    let kernel = TileKernel::for_isa(isa).ok_or(KernelError::IsaUnavailable(isa))?;
+    chunked(kernel, q, k, v, g, beta, n, dims, state, out);
+    Ok(())
+}
+
+/// Tokens per chunk (transformers and FLA use 64 too; any value gives the same result).
+pub const CHUNK: usize = 64;
+
+/// The reference twin: token by token, head by head, exactly the recurrence of §3.2 step 8.
+pub fn gated_delta_rule_recurrent(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    g: &[f32],
+    beta: &[f32],
+    n: usize,
+    dims: &DeltaNetDims,
+    state: &mut [f32],
+    out: &mut [f32],
+) {
+    check_lengths(q, k, v, g, beta, n, dims, state, out);
+    let DeltaNetDims {
+        k_heads,
+        v_heads,
+        dk,
+        dv,
+    } = *dims;
+    let group = dims.group();
+    let mut u = vec![0.0f32; dv];
+    for h in 0..v_heads {
+        let kh = h / group;
+        let s = &mut state[h * dk * dv..(h + 1) * dk * dv];
+        for t in 0..n {
+            let qt = &q[(t * k_heads + kh) * dk..][..dk];
+            let kt = &k[(t * k_heads + kh) * dk..][..dk];
+            let vt = &v[(t * v_heads + h) * dv..][..dv];
+            let alpha = g[t * v_heads + h].exp();
+            let b = beta[t * v_heads + h];
+            for x in s.iter_mut() {
+                *x *= alpha;
+            }
+            // u = β (v − Sᵀ k)
+            u.fill(0.0);
+            for (i, &ki) in kt.iter().enumerate() {
+                for (uj, &sij) in u.iter_mut().zip(&s[i * dv..(i + 1) * dv]) {
+                    *uj += sij * ki;
+                }
+            }
+            for (uj, &vj) in u.iter_mut().zip(vt) {
+                *uj = b * (vj - *uj);
+            }
+            // S += k ⊗ u
+            for (i, &ki) in kt.iter().enumerate() {
+                for (sij, &uj) in s[i * dv..(i + 1) * dv].iter_mut().zip(&u) {
+                    *sij += ki * uj;
+                }
+            }
+            // o = Sᵀ q
+            let o = &mut out[(t * v_heads + h) * dv..][..dv];
+            o.fill(0.0);
+            for (i, &qi) in qt.iter().enumerate() {
+                for (oj, &sij) in o.iter_mut().zip(&s[i * dv..(i + 1) * dv]) {
+                    *oj += sij * qi;
+                }
+            }
+        }
+    }
+}
