@@ -100,3 +100,19 @@ fn has_avx512() -> bool {
 fn has_avx512() -> bool {
     false
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_detection_is_available() {
+        for isa in Isa::ALL {
+            assert_eq!(Isa::parse(isa.name()), Some(isa));
+        }
+        assert_eq!(Isa::parse(" AVX2 "), Some(Isa::Avx2));
+        assert_eq!(Isa::parse("neon"), None);
+        assert!(Isa::available().contains(&Isa::Scalar));
+        assert!(Isa::detect().is_available());
+    }
+}

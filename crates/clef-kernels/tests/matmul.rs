@@ -177,6 +177,22 @@ fn results_do_not_depend_on_the_thread_count() {
 }
 
 #[test]
+fn many_rows_take_several_passes() {
+    // With 5,000 columns at most 416 activation rows are packed per pass, so 600 rows take two
+    // passes (and the second one a partial panel).
+    let mut rng = StdRng::seed_from_u64(11);
+    let (m, rows, cols) = (600, 37, 5000);
+    let x = random_vec(&mut rng, m * cols);
+    let stored = Stored::new(random_vec(&mut rng, rows * cols), Dtype::Bf16, 3);
+    let w = stored.view(rows, cols);
+    let mut want = vec![0.0; m * rows];
+    matmul_scalar(&x, m, &w, &mut want);
+    let mut got = vec![f32::NAN; m * rows];
+    matmul(&x, m, &w, &mut got);
+    assert_close(&got, &want, &x, &stored.decoded(rows, cols), m, rows, cols);
+}
+
+#[test]
 fn zero_depth_gives_zero_or_bias() {
     let w = WeightView::f32(3, 0, &[]).expect("empty matrix");
     let mut y = vec![5.0; 6];
