@@ -25,6 +25,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Convert a release folder into a bundle (f16, bf16, lut6, ternary).
+    Convert(commands::convert::ConvertArgs),
     /// Answer one request file with a model and print the System One response.
     Decide(commands::decide::DecideArgs),
     /// Answer example requests end to end on a built-in model (no download needed).
@@ -35,6 +37,8 @@ enum Command {
     Eval(commands::eval::EvalArgs),
     /// Write a synthetic checkpoint (random weights, release layout) of a preset size.
     Synth(commands::synth::SynthArgs),
+    /// Check a bundle's files against its manifest (sizes and SHA-256).
+    Verify(commands::verify::VerifyArgs),
     /// Measure prefill throughput, time per stage and peak memory on a model.
     Bench(commands::bench::BenchArgs),
 }
@@ -53,11 +57,13 @@ fn main() -> ExitCode {
         return ExitCode::from(1);
     }
     let result = match cli.command {
+        Command::Convert(args) => commands::convert::run(args),
         Command::Decide(args) => commands::decide::run(args),
         Command::Demo(args) => commands::demo::run(args),
         Command::Encode(args) => commands::encode::run(args),
         Command::Eval(args) => commands::eval::run(args),
         Command::Synth(args) => commands::synth::run(args),
+        Command::Verify(args) => commands::verify::run(args),
         Command::Bench(args) => commands::bench::run(args, threads),
     };
     match result {

@@ -374,6 +374,19 @@ pub fn parameters(entries: &[TensorEntry]) -> usize {
         .sum()
 }
 
+/// Check that `set` holds exactly the release layout of `cfg` (names and shapes), naming the
+/// first missing, misshapen or unexpected tensor. Used before a long conversion starts.
+pub fn check_backbone(
+    set: &mut crate::checkpoint::TensorSet,
+    cfg: &ModelConfig,
+) -> crate::error::Result<()> {
+    for e in backbone_tensors(cfg) {
+        set.take(&e.name, &e.shape)?;
+    }
+    let rest = std::mem::take(set);
+    rest.finish()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

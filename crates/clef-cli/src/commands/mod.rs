@@ -1,6 +1,7 @@
 //! One module per subcommand; each exposes `XArgs` (clap) and `run(XArgs)`.
 
 pub mod bench;
+pub mod convert;
 pub mod decide;
 pub mod demo;
 pub mod encode;
@@ -8,3 +9,4 @@ pub mod eval;
 pub mod request_file;
 pub mod settings;
 pub mod synth;
+pub mod verify;

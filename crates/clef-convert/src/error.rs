@@ -1,0 +1,15 @@
+//! Conversion errors: the source model's problems, the quantizers', and I/O.
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConvertError {
+    #[error(transparent)]
+    Model(#[from] clef_model::ModelError),
+    #[error(transparent)]
+    Quant(#[from] clef_quant::QuantError),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("calibration: {0}")]
+    Calibration(String),
+}
+
+pub type Result<T, E = ConvertError> = std::result::Result<T, E>;
