@@ -17,6 +17,7 @@ mod bulk;
 mod decode;
 mod deltanet;
 mod error;
+pub mod formats;
 mod gemm;
 mod isa;
 mod matmul;

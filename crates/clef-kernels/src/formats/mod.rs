@@ -1,0 +1,4 @@
+//! Converted weight formats: each implements [`crate::PanelDecode`] so that
+//! [`crate::matmul_panels`] multiplies by it, expanding one panel at a time.
+
+pub mod lut6;
