@@ -144,6 +144,8 @@ fn model_shapes_and_long_context() {
     check_causal(2, 33, 0, 1, 6, 64);
     // The head's cross-attention: few queries over a long memory, 64-wide heads.
     check_bidirectional(3, 3, 2000, 2, 64);
+    // The last tokens of a 16,384-token context.
+    check_causal(4, 3, 16_381, 1, 2, 16);
 }
 
 #[test]
