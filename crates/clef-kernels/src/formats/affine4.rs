@@ -1,0 +1,379 @@
+//! clef-ternary-v1 4-bit affine weights (formats.md §3.4): `w = scale·q + bias`, q ∈ 0..15, one
+//! BF16 scale and bias per (row, group of 64 inputs). Byte j of a row holds q[2j] in its low
+//! nibble and q[2j+1] in its high nibble (⌈cols/2⌉ bytes per row; bit-identical to MLX's
+//! little-endian uint32 words).
+//!
+//! `scale·q` is exact in f32 (8 + 4 significant bits), so the single rounding of `+ bias` gives
+//! the same value whether the product and sum are fused or not. The vector paths build the
+//! group's 16 possible values once and look every weight up with one permute (AVX-512) or
+//! convert and scale it (AVX2); both are bit-identical to the scalar twin.
+
+use crate::error::KernelError;
+use crate::isa::Isa;
+use crate::weights::{prefetch_lines, PanelDecode};
+
+/// Input columns per scale and bias.
+pub const GROUP: usize = 64;
+
+/// Packed bytes of one row of `cols` codes.
+pub fn row_bytes(cols: usize) -> usize {
+    cols.div_ceil(2)
+}
+
+/// Scale groups of one row of `cols` inputs (the last one may be shorter).
+pub fn row_groups(cols: usize) -> usize {
+    cols.div_ceil(GROUP)
+}
+
+/// A `[rows, cols]` 4-bit matrix: packed codes, BF16 scales and biases (little-endian bytes,
+/// any alignment), borrowed from the bundle's memory map.
+#[derive(Debug, Clone, Copy)]
+pub struct Affine4View<'a> {
+    rows: usize,
+    cols: usize,
+    codes: &'a [u8],
+    scales: &'a [u8],
+    biases: &'a [u8],
+}
+
+impl<'a> Affine4View<'a> {
+    /// Checks that `codes` holds `rows · ⌈cols/2⌉` bytes and `scales` and `biases`
+    /// `rows · ⌈cols/64⌉` BF16 values each.
+    pub fn new(
+        rows: usize,
+        cols: usize,
+        codes: &'a [u8],
+        scales: &'a [u8],
+        biases: &'a [u8],
+    ) -> Result<Self, KernelError> {
+        let overflow = KernelError::ShapeOverflow { rows, cols };
+        let want_codes = rows.checked_mul(row_bytes(cols)).ok_or(overflow.clone())?;
+        if codes.len() != want_codes {
+            return Err(KernelError::LengthMismatch {
+                what: "4-bit packed codes",
+                expected: want_codes,
+                actual: codes.len(),
+                unit: "bytes",
+            });
+        }
+        let want = rows
+            .checked_mul(row_groups(cols))
+            .and_then(|n| n.checked_mul(2))
+            .ok_or(overflow)?;
+        for (what, got) in [
+            ("4-bit scales (bf16)", scales.len()),
+            ("4-bit biases (bf16)", biases.len()),
+        ] {
+            if got != want {
+                return Err(KernelError::LengthMismatch {
+                    what,
+                    expected: want,
+                    actual: got,
+                    unit: "bytes",
+                });
+            }
+        }
+        Ok(Affine4View {
+            rows,
+            cols,
+            codes,
+            scales,
+            biases,
+        })
+    }
+
+    fn row_part(bytes: &'a [u8], per_row: usize, row: usize) -> &'a [u8] {
+        &bytes[row * per_row..(row + 1) * per_row]
+    }
+
+    fn row(&self, row: usize) -> RowParts<'a> {
+        let g = row_groups(self.cols) * 2;
+        RowParts {
+            codes: Self::row_part(self.codes, row_bytes(self.cols), row),
+            scales: Self::row_part(self.scales, g, row),
+            biases: Self::row_part(self.biases, g, row),
+        }
+    }
+
+    /// Decodes `out.len()` weights of row `row` from column `col0` on, with the given
+    /// instruction set.
+    pub fn decode_row(&self, isa: Isa, row: usize, col0: usize, out: &mut [f32]) {
+        assert!(row < self.rows && col0 + out.len() <= self.cols);
+        let n = out.len();
+        self.decode_panel(isa, row, 1, col0, n, out, n);
+    }
+
+    /// The scalar twin of [`Affine4View::decode_row`].
+    pub fn decode_row_scalar(&self, row: usize, col0: usize, out: &mut [f32]) {
+        assert!(row < self.rows && col0 + out.len() <= self.cols);
+        decode_scalar(&self.row(row), col0, out);
+    }
+
+    /// The whole matrix as f32, row-major (tests and small tensors only).
+    pub fn dequantize(&self) -> Vec<f32> {
+        let mut out = vec![0.0f32; self.rows * self.cols];
+        if self.cols > 0 {
+            for (r, row) in out.chunks_exact_mut(self.cols).enumerate() {
+                self.decode_row_scalar(r, 0, row);
+            }
+        }
+        out
+    }
+}
+
+/// One row's packed codes, scales and biases.
+struct RowParts<'a> {
+    codes: &'a [u8],
+    scales: &'a [u8],
+    biases: &'a [u8],
+}
+
+#[inline]
+fn bf16_at(bytes: &[u8], g: usize) -> f32 {
+    f32::from_bits(u32::from(u16::from_le_bytes([bytes[2 * g], bytes[2 * g + 1]])) << 16)
+}
+
+#[inline]
+fn code_at(codes: &[u8], c: usize) -> u8 {
+    (codes[c / 2] >> (4 * (c % 2))) & 0x0f
+}
+
+fn decode_scalar(p: &RowParts, col0: usize, out: &mut [f32]) {
+    for (i, o) in out.iter_mut().enumerate() {
+        let c = col0 + i;
+        let g = c / GROUP;
+        *o = bf16_at(p.scales, g) * f32::from(code_at(p.codes, c)) + bf16_at(p.biases, g);
+    }
+}
+
+impl PanelDecode for Affine4View<'_> {
+    fn rows(&self) -> usize {
+        self.rows
+    }
+
+    fn cols(&self) -> usize {
+        self.cols
+    }
+
+    fn decode_panel(
+        &self,
+        isa: Isa,
+        row0: usize,
+        nrows: usize,
+        col0: usize,
+        ncols: usize,
+        out: &mut [f32],
+        ld: usize,
+    ) {
+        assert!(row0 + nrows <= self.rows && col0 + ncols <= self.cols);
+        if nrows == 0 || ncols == 0 {
+            return;
+        }
+        assert!(ld >= ncols && out.len() >= (nrows - 1) * ld + ncols);
+        for r in 0..nrows {
+            let p = self.row(row0 + r);
+            let dst = &mut out[r * ld..r * ld + ncols];
+            // Vector paths start at an even column (a whole byte); an odd first column is
+            // decoded by the scalar code.
+            let lead = (col0 % 2).min(ncols);
+            decode_scalar(&p, col0, &mut dst[..lead]);
+            let c0 = col0 + lead;
+            let body = &mut dst[lead..];
+            let done = match isa {
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx512 if Isa::Avx512.is_available() => {
+                    // SAFETY: AVX-512F checked just above; reads stay inside the row's codes
+                    // (asserted column range) and writes inside `body`.
+                    unsafe { x86::run_avx512(&p, c0, body) }
+                }
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx2 | Isa::Avx512 if Isa::Avx2.is_available() => {
+                    // SAFETY: AVX2 checked just above; same bounds.
+                    unsafe { x86::run_avx2(&p, c0, body) }
+                }
+                _ => 0,
+            };
+            decode_scalar(&p, c0 + done, &mut body[done..]);
+        }
+    }
+
+    fn prefetch_panel(&self, row0: usize, nrows: usize, col0: usize, ncols: usize) {
+        let end_row = (row0 + nrows).min(self.rows);
+        let end_col = (col0 + ncols).min(self.cols);
+        let rb = row_bytes(self.cols);
+        for r in row0..end_row {
+            if let Some(span) = self
+                .codes
+                .get(r * rb + col0 / 2..r * rb + end_col.div_ceil(2))
+            {
+                prefetch_lines(span);
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    //! Vector decoders of a run starting at an even column `c0`. Each returns how many leading
+    //! elements of `out` it wrote; the caller finishes the rest with the scalar code. A block
+    //! never straddles a scale group: blocks are cut at group boundaries.
+
+    use super::{bf16_at, RowParts, GROUP};
+    use std::arch::x86_64::*;
+
+    /// Lengths of the vector blocks of `out` (≤ `width` columns, within one group).
+    #[inline]
+    fn next_block(c: usize, remaining: usize, width: usize) -> usize {
+        let to_group = GROUP - c % GROUP;
+        width.min(to_group).min(remaining)
+    }
+
+    #[target_feature(enable = "avx512f,avx2")]
+    pub(super) unsafe fn run_avx512(p: &RowParts, c0: usize, out: &mut [f32]) -> usize {
+        let n = out.len();
+        let o = out.as_mut_ptr();
+        let iota = _mm512_setr_ps(
+            0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0,
+        );
+        // lane l takes byte l/2 (both nibbles) and shifts its own nibble down
+        let shifts = _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4);
+        let mut i = 0;
+        let mut group = usize::MAX;
+        let mut table = _mm512_setzero_ps();
+        while i + 16 <= n {
+            let c = c0 + i;
+            if next_block(c, n - i, 16) < 16 {
+                break;
+            }
+            let g = c / GROUP;
+            if g != group {
+                group = g;
+                let s = _mm512_set1_ps(bf16_at(p.scales, g));
+                let b = _mm512_set1_ps(bf16_at(p.biases, g));
+                table = _mm512_add_ps(_mm512_mul_ps(s, iota), b);
+            }
+            let bytes = _mm_loadl_epi64(p.codes.as_ptr().add(c / 2) as *const __m128i);
+            let pairs = _mm_unpacklo_epi8(bytes, bytes);
+            let lanes = _mm512_srlv_epi32(_mm512_cvtepu8_epi32(pairs), shifts);
+            // the permute reads the low 4 index bits: the nibble
+            _mm512_storeu_ps(o.add(i), _mm512_permutexvar_ps(lanes, table));
+            i += 16;
+        }
+        i
+    }
+
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn run_avx2(p: &RowParts, c0: usize, out: &mut [f32]) -> usize {
+        let n = out.len();
+        let o = out.as_mut_ptr();
+        let shifts = _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4);
+        let nibble = _mm256_set1_epi32(0x0f);
+        let mut i = 0;
+        let mut group = usize::MAX;
+        let (mut s, mut b) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+        while i + 8 <= n {
+            let c = c0 + i;
+            if next_block(c, n - i, 8) < 8 {
+                break;
+            }
+            let g = c / GROUP;
+            if g != group {
+                group = g;
+                s = _mm256_set1_ps(bf16_at(p.scales, g));
+                b = _mm256_set1_ps(bf16_at(p.biases, g));
+            }
+            let word = (p.codes.as_ptr().add(c / 2) as *const i32).read_unaligned();
+            let bytes = _mm_cvtsi32_si128(word);
+            let pairs = _mm_unpacklo_epi8(bytes, bytes);
+            let q = _mm256_and_si256(
+                _mm256_srlv_epi32(_mm256_cvtepu8_epi32(pairs), shifts),
+                nibble,
+            );
+            let w = _mm256_add_ps(_mm256_mul_ps(s, _mm256_cvtepi32_ps(q)), b);
+            _mm256_storeu_ps(o.add(i), w);
+            i += 8;
+        }
+        i
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn pack(codes: &[u8], rows: usize, cols: usize) -> Vec<u8> {
+        let rb = row_bytes(cols);
+        let mut out = vec![0u8; rows * rb];
+        for r in 0..rows {
+            for c in 0..cols {
+                out[r * rb + c / 2] |= codes[r * cols + c] << (4 * (c % 2));
+            }
+        }
+        out
+    }
+
+    fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+        let mut s = seed | 1;
+        move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        }
+    }
+
+    #[test]
+    fn worked_example() {
+        // scale 0.5, bias −1: codes [1, 2, 15] → [−0.5, 0, 6.5]
+        let s = 0x3F00u16.to_le_bytes();
+        let b = 0xBF80u16.to_le_bytes();
+        let v = Affine4View::new(1, 3, &[0x21, 0x0f], &s, &b).unwrap();
+        assert_eq!(v.dequantize(), vec![-0.5, 0.0, 6.5]);
+    }
+
+    #[test]
+    fn rejects_inconsistent_parts() {
+        assert!(Affine4View::new(2, 7, &[0; 7], &[0; 4], &[0; 4]).is_err());
+        assert!(Affine4View::new(2, 7, &[0; 8], &[0; 4], &[0; 2]).is_err());
+        assert!(Affine4View::new(2, 7, &[0; 8], &[0; 4], &[0; 4]).is_ok());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(96))]
+        #[test]
+        fn simd_panels_match_scalar(rows in 1usize..5, cols in 1usize..400, seed in any::<u64>(),
+                                    a in 0usize..400, b in 0usize..400) {
+            let mut next = xorshift(seed);
+            let codes: Vec<u8> = (0..rows * cols).map(|_| (next() % 16) as u8).collect();
+            let packed = pack(&codes, rows, cols);
+            let sv: Vec<u16> = (0..rows * row_groups(cols)).map(|_| (next() % 2000) as u16 + 0x3A00).collect();
+            let bv: Vec<u16> = (0..rows * row_groups(cols)).map(|_| (next() % 2000) as u16 + 0xBA00).collect();
+            let scales: Vec<u8> = sv.iter().flat_map(|s| s.to_le_bytes()).collect();
+            let biases: Vec<u8> = bv.iter().flat_map(|s| s.to_le_bytes()).collect();
+            let v = Affine4View::new(rows, cols, &packed, &scales, &biases).unwrap();
+            // the scalar twin is the definition
+            let w = v.dequantize();
+            for r in 0..rows {
+                for c in 0..cols {
+                    let g = r * row_groups(cols) + c / 64;
+                    let s = half::bf16::from_bits(sv[g]).to_f32();
+                    let bb = half::bf16::from_bits(bv[g]).to_f32();
+                    prop_assert_eq!(w[r * cols + c].to_bits(), (s * f32::from(codes[r * cols + c]) + bb).to_bits());
+                }
+            }
+            let (c0, c1) = (a.min(b) % cols, (a.max(b) % (cols + 1)).max(a.min(b) % cols));
+            let n = c1 - c0;
+            let ld = n + 5;
+            let mut want = vec![3.0f32; rows * ld];
+            for r in 0..rows {
+                v.decode_row_scalar(r, c0, &mut want[r * ld..r * ld + n]);
+            }
+            for isa in Isa::available() {
+                let mut got = vec![3.0f32; rows * ld];
+                v.decode_panel(isa, 0, rows, c0, n, &mut got, ld);
+                prop_assert!(got.iter().zip(&want).all(|(x, y)| x.to_bits() == y.to_bits()), "{:?}", isa);
+            }
+        }
+    }
+}

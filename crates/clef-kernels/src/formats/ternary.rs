@@ -1,0 +1,570 @@
+//! clef-ternary-v1 ternary weights (formats.md §3.2–§3.3): `w = s·t`, t ∈ {−1, 0, +1}, one BF16
+//! scale per (row, group of 64 inputs). Each row's digits d = t + 1 are packed five per byte,
+//! base 3, first column least significant (`c = d₀ + 3d₁ + 9d₂ + 27d₃ + 81d₄`), ⌈cols/5⌉ bytes
+//! per row.
+//!
+//! The matmul expands one panel at a time ([`PanelDecode`]); nothing is dequantized whole and
+//! nothing is repacked at load. Three decoders give bit-identical output (`s·t` is exact):
+//!
+//! - scalar twin: one table lookup per weight;
+//! - AVX2 (and AVX-512 without VBMI): a 256-entry table of eight f32 per byte (five trits and
+//!   three zeros), stored with overlapping 8-lane stores, then one multiply pass per scale group;
+//! - AVX-512 VBMI: 48 packed bytes are translated at once (two 128-byte permutes per half) into
+//!   "2-bit planes" (digit i at bits 2i..2i+1 of a 10-bit word), each 16-weight block gathers its
+//!   words with one byte permute, shifts its digit into the low bits, and a 16-entry permute
+//!   against `s·[−1, 0, +1, 0]` yields the weights: four vector operations per 16 weights, no
+//!   branch and no division per weight, about the cost of a bf16 widening.
+//!
+//! Bytes above 242 are not valid codes; every decoder reads them as five zero trits, and
+//! [`TernaryView::first_invalid_byte`] lets a loader refuse them up front.
+
+use crate::error::KernelError;
+use crate::isa::Isa;
+use crate::weights::{prefetch_lines, PanelDecode};
+
+/// Input columns per scale.
+pub const GROUP: usize = 64;
+/// Trits per packed byte.
+pub const TRITS_PER_BYTE: usize = 5;
+/// Largest valid packed byte (3⁵ − 1).
+pub const MAX_BYTE: u8 = 242;
+
+/// Packed bytes of one row of `cols` trits.
+pub fn row_bytes(cols: usize) -> usize {
+    cols.div_ceil(TRITS_PER_BYTE)
+}
+
+/// Scale groups of one row of `cols` inputs (the last one may be shorter).
+pub fn row_groups(cols: usize) -> usize {
+    cols.div_ceil(GROUP)
+}
+
+/// Byte → its five trits in column order; invalid bytes decode to zeros.
+const fn trit_table() -> [[i8; 5]; 256] {
+    let mut t = [[0i8; 5]; 256];
+    let mut c = 0;
+    while c <= MAX_BYTE as usize {
+        let mut v = c;
+        let mut i = 0;
+        while i < 5 {
+            t[c][i] = (v % 3) as i8 - 1;
+            v /= 3;
+            i += 1;
+        }
+        c += 1;
+    }
+    t
+}
+
+static TRITS: [[i8; 5]; 256] = trit_table();
+
+/// The 256-entry decode table (bytes 243..=255 decode to zeros).
+pub fn decode_table() -> &'static [[i8; 5]; 256] {
+    &TRITS
+}
+
+/// A `[rows, cols]` ternary matrix: packed trits and BF16 scales (little-endian bytes, any
+/// alignment), borrowed from the bundle's memory map.
+#[derive(Debug, Clone, Copy)]
+pub struct TernaryView<'a> {
+    rows: usize,
+    cols: usize,
+    trits: &'a [u8],
+    scales: &'a [u8],
+}
+
+impl<'a> TernaryView<'a> {
+    /// Checks that `trits` holds `rows · ⌈cols/5⌉` bytes and `scales` `rows · ⌈cols/64⌉` BF16
+    /// values.
+    pub fn new(
+        rows: usize,
+        cols: usize,
+        trits: &'a [u8],
+        scales: &'a [u8],
+    ) -> Result<Self, KernelError> {
+        let overflow = KernelError::ShapeOverflow { rows, cols };
+        let want_trits = rows.checked_mul(row_bytes(cols)).ok_or(overflow.clone())?;
+        if trits.len() != want_trits {
+            return Err(KernelError::LengthMismatch {
+                what: "ternary packed trits",
+                expected: want_trits,
+                actual: trits.len(),
+                unit: "bytes",
+            });
+        }
+        let want_scales = rows
+            .checked_mul(row_groups(cols))
+            .and_then(|n| n.checked_mul(2))
+            .ok_or(overflow)?;
+        if scales.len() != want_scales {
+            return Err(KernelError::LengthMismatch {
+                what: "ternary scales (bf16)",
+                expected: want_scales,
+                actual: scales.len(),
+                unit: "bytes",
+            });
+        }
+        Ok(TernaryView {
+            rows,
+            cols,
+            trits,
+            scales,
+        })
+    }
+
+    /// Offset of the first packed byte that is not a valid code (> 242), if any.
+    pub fn first_invalid_byte(&self) -> Option<usize> {
+        self.trits.iter().position(|&b| b > MAX_BYTE)
+    }
+
+    fn row_trits(&self, row: usize) -> &'a [u8] {
+        let rb = row_bytes(self.cols);
+        &self.trits[row * rb..(row + 1) * rb]
+    }
+
+    fn row_scales(&self, row: usize) -> &'a [u8] {
+        let g = row_groups(self.cols) * 2;
+        &self.scales[row * g..(row + 1) * g]
+    }
+
+    /// Decodes `out.len()` weights of row `row` from column `col0` on, with the given
+    /// instruction set.
+    pub fn decode_row(&self, isa: Isa, row: usize, col0: usize, out: &mut [f32]) {
+        assert!(row < self.rows && col0 + out.len() <= self.cols);
+        let ncols = out.len();
+        self.decode_panel(isa, row, 1, col0, ncols, out, ncols);
+    }
+
+    /// The scalar twin of [`TernaryView::decode_row`].
+    pub fn decode_row_scalar(&self, row: usize, col0: usize, out: &mut [f32]) {
+        assert!(row < self.rows && col0 + out.len() <= self.cols);
+        decode_scalar(self.row_trits(row), self.row_scales(row), col0, out);
+    }
+
+    /// The whole matrix as f32, row-major (tests and small tensors only).
+    pub fn dequantize(&self) -> Vec<f32> {
+        let mut out = vec![0.0f32; self.rows * self.cols];
+        if self.cols > 0 {
+            for (r, row) in out.chunks_exact_mut(self.cols).enumerate() {
+                self.decode_row_scalar(r, 0, row);
+            }
+        }
+        out
+    }
+}
+
+#[inline]
+fn scale_at(scales_row: &[u8], g: usize) -> f32 {
+    f32::from_bits(
+        u32::from(u16::from_le_bytes([
+            scales_row[2 * g],
+            scales_row[2 * g + 1],
+        ])) << 16,
+    )
+}
+
+/// Columns `col0..col0 + out.len()` of one row, one lookup per weight.
+fn decode_scalar(trits_row: &[u8], scales_row: &[u8], col0: usize, out: &mut [f32]) {
+    for (i, o) in out.iter_mut().enumerate() {
+        let c = col0 + i;
+        let t = TRITS[usize::from(trits_row[c / TRITS_PER_BYTE])][c % TRITS_PER_BYTE];
+        *o = scale_at(scales_row, c / GROUP) * f32::from(t);
+    }
+}
+
+impl PanelDecode for TernaryView<'_> {
+    fn rows(&self) -> usize {
+        self.rows
+    }
+
+    fn cols(&self) -> usize {
+        self.cols
+    }
+
+    fn decode_panel(
+        &self,
+        isa: Isa,
+        row0: usize,
+        nrows: usize,
+        col0: usize,
+        ncols: usize,
+        out: &mut [f32],
+        ld: usize,
+    ) {
+        assert!(row0 + nrows <= self.rows && col0 + ncols <= self.cols);
+        if nrows == 0 || ncols == 0 {
+            return;
+        }
+        assert!(ld >= ncols && out.len() >= (nrows - 1) * ld + ncols);
+        #[cfg(target_arch = "x86_64")]
+        {
+            // The VBMI path works in whole 16-column blocks that never straddle a scale group,
+            // which the matmul's panels (multiples of 64 columns) always satisfy.
+            if matches!(isa, Isa::Avx512) && x86::has_vbmi() && col0.is_multiple_of(16) {
+                // SAFETY: AVX-512F/BW/VBMI checked just above; the bounds asserted above cover
+                // every row, packed byte and output element it touches.
+                unsafe { x86::panel_vbmi(self, row0, nrows, col0, ncols, out, ld) };
+                return;
+            }
+            if matches!(isa, Isa::Avx2 | Isa::Avx512) && Isa::Avx2.is_available() {
+                for r in 0..nrows {
+                    let row = row0 + r;
+                    let dst = &mut out[r * ld..r * ld + ncols];
+                    // SAFETY: AVX2 checked just above; `dst` is exactly the decoded range.
+                    unsafe { x86::row_table_avx2(self.row_trits(row), col0, dst) };
+                    apply_scales(self.row_scales(row), col0, dst);
+                }
+                return;
+            }
+        }
+        let _ = isa;
+        for r in 0..nrows {
+            let row = row0 + r;
+            decode_scalar(
+                self.row_trits(row),
+                self.row_scales(row),
+                col0,
+                &mut out[r * ld..r * ld + ncols],
+            );
+        }
+    }
+
+    fn prefetch_panel(&self, row0: usize, nrows: usize, col0: usize, ncols: usize) {
+        let end_row = (row0 + nrows).min(self.rows);
+        let end_col = (col0 + ncols).min(self.cols);
+        let rb = row_bytes(self.cols);
+        for r in row0..end_row {
+            let first = r * rb + col0 / TRITS_PER_BYTE;
+            let last = r * rb + end_col.div_ceil(TRITS_PER_BYTE);
+            if let Some(span) = self.trits.get(first..last) {
+                prefetch_lines(span);
+            }
+        }
+    }
+}
+
+/// Multiplies unscaled trits `dst` (columns `col0..`) by their groups' scales.
+fn apply_scales(scales_row: &[u8], col0: usize, dst: &mut [f32]) {
+    let mut c = 0;
+    while c < dst.len() {
+        let g = (col0 + c) / GROUP;
+        let end = ((g + 1) * GROUP - col0).min(dst.len());
+        let s = scale_at(scales_row, g);
+        for v in &mut dst[c..end] {
+            *v *= s;
+        }
+        c = end;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{scale_at, TernaryView, GROUP, MAX_BYTE, TRITS, TRITS_PER_BYTE};
+    use std::arch::x86_64::*;
+    use std::sync::OnceLock;
+
+    /// Whether the byte-permute decoder can run (AVX-512F, BW and VBMI).
+    pub(super) fn has_vbmi() -> bool {
+        static HAS: OnceLock<bool> = OnceLock::new();
+        *HAS.get_or_init(|| {
+            crate::Isa::Avx512.is_available()
+                && is_x86_feature_detected!("avx512bw")
+                && is_x86_feature_detected!("avx512vbmi")
+        })
+    }
+
+    /// Eight f32 per byte: its five trits and three zeros (so a 32-byte load covers them).
+    #[repr(C, align(32))]
+    struct TritF32([[f32; 8]; 256]);
+
+    const fn trit_f32() -> TritF32 {
+        let mut t = [[0.0f32; 8]; 256];
+        let mut c = 0;
+        while c < 256 {
+            let mut i = 0;
+            while i < 5 {
+                t[c][i] = TRITS[c][i] as f32;
+                i += 1;
+            }
+            c += 1;
+        }
+        TritF32(t)
+    }
+
+    static TRIT_F32: TritF32 = trit_f32();
+
+    /// Unscaled trits of columns `col0..col0 + dst.len()` of one row (`trits_row` is the whole
+    /// row). Whole bytes go through the f32 table with overlapping 8-lane stores; the partial
+    /// bytes at both ends, and the last bytes whose store would run past `dst`, are scalar.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn row_table_avx2(trits_row: &[u8], col0: usize, dst: &mut [f32]) {
+        let n = dst.len();
+        let scalar = |dst: &mut [f32], from: usize, to: usize| {
+            for (i, o) in dst[from..to].iter_mut().enumerate() {
+                let c = col0 + from + i;
+                *o = f32::from(
+                    TRITS[usize::from(trits_row[c / TRITS_PER_BYTE])][c % TRITS_PER_BYTE],
+                );
+            }
+        };
+        // first column that starts a byte
+        let head = ((TRITS_PER_BYTE - col0 % TRITS_PER_BYTE) % TRITS_PER_BYTE).min(n);
+        scalar(dst, 0, head);
+        let mut i = head;
+        let mut j = (col0 + head) / TRITS_PER_BYTE;
+        let o = dst.as_mut_ptr();
+        let table = TRIT_F32.0.as_ptr();
+        // a byte's store writes 8 lanes: only while they all lie inside `dst`
+        while i + 8 <= n {
+            let b = usize::from(*trits_row.get_unchecked(j));
+            _mm256_storeu_ps(o.add(i), _mm256_load_ps((*table.add(b)).as_ptr()));
+            i += TRITS_PER_BYTE;
+            j += 1;
+        }
+        scalar(dst, i, n);
+    }
+
+    /// 10-bit "2-bit plane" word of each byte: digit i (= t + 1) at bits 2i..2i+1, split into
+    /// its low and high bytes. Invalid bytes read as all-ones digits (t = 0).
+    const fn plane_tables() -> ([u8; 256], [u8; 256]) {
+        let mut lo = [0u8; 256];
+        let mut hi = [0u8; 256];
+        let mut c = 0;
+        while c < 256 {
+            let mut w: u16 = 0;
+            let mut i = 0;
+            while i < 5 {
+                let d = if c <= MAX_BYTE as usize {
+                    TRITS[c][i] + 1
+                } else {
+                    1
+                };
+                w |= (d as u16) << (2 * i);
+                i += 1;
+            }
+            lo[c] = (w & 0xff) as u8;
+            hi[c] = (w >> 8) as u8;
+            c += 1;
+        }
+        (lo, hi)
+    }
+
+    static PLANES: ([u8; 256], [u8; 256]) = plane_tables();
+
+    /// Columns decoded per translated window: 48 bytes hold 240 trits, and with the starting
+    /// phase (< 5) the last block's bytes end at byte 48, inside the 64-byte vector.
+    const WINDOW_BLOCKS: usize = 15;
+    const WINDOW_BYTES: usize = 48;
+
+    /// `out[r·ld + c]` for rows `row0..row0 + nrows`, columns `col0..col0 + ncols` (col0 a
+    /// multiple of 16). Whole 16-column blocks take the permute path; the last partial block is
+    /// scalar.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
+    pub(super) unsafe fn panel_vbmi(
+        v: &TernaryView,
+        row0: usize,
+        nrows: usize,
+        col0: usize,
+        ncols: usize,
+        out: &mut [f32],
+        ld: usize,
+    ) {
+        let phase = col0 % TRITS_PER_BYTE;
+        let first_byte = col0 / TRITS_PER_BYTE;
+        // Per block b of a window: lane l reads the low and high plane bytes of packed byte
+        // j = (phase + 16b + l) / 5 of the window, then shifts digit (phase + 16b + l) % 5 down.
+        let mut gather = [[0u8; 64]; WINDOW_BLOCKS];
+        for (b, g) in gather.iter_mut().enumerate() {
+            for l in 0..16 {
+                let j = ((phase + 16 * b + l) / TRITS_PER_BYTE) as u8;
+                g[4 * l] = j;
+                g[4 * l + 1] = 64 + j;
+                g[4 * l + 2] = j;
+                g[4 * l + 3] = j;
+            }
+        }
+        let mut shift = [[0u32; 16]; TRITS_PER_BYTE];
+        for (b, s) in shift.iter_mut().enumerate() {
+            for (l, v) in s.iter_mut().enumerate() {
+                *v = 2 * ((phase + 16 * b + l) % TRITS_PER_BYTE) as u32;
+            }
+        }
+        let (lo, hi) = (&PLANES.0, &PLANES.1);
+        let load = |t: &[u8; 256], k: usize| _mm512_loadu_si512(t.as_ptr().add(64 * k) as *const _);
+        let (lo0, lo1, lo2, lo3) = (load(lo, 0), load(lo, 1), load(lo, 2), load(lo, 3));
+        let (hi0, hi1, hi2, hi3) = (load(hi, 0), load(hi, 1), load(hi, 2), load(hi, 3));
+        // trits as codes 0, 1, 2 (3 never occurs); the permute reads the low 4 index bits, so
+        // the pattern repeats every 4 lanes
+        let pattern = _mm512_setr_ps(
+            -1.0, 0.0, 1.0, 0.0, -1.0, 0.0, 1.0, 0.0, -1.0, 0.0, 1.0, 0.0, -1.0, 0.0, 1.0, 0.0,
+        );
+        let rb = super::row_bytes(v.cols);
+        let blocks = ncols / 16;
+        for r in 0..nrows {
+            let row = row0 + r;
+            let trits = v.row_trits(row);
+            let scales = v.row_scales(row);
+            let dst = &mut out[r * ld..r * ld + ncols];
+            let o = dst.as_mut_ptr();
+            let mut blk = 0;
+            let mut group = usize::MAX;
+            let mut table = _mm512_setzero_ps();
+            while blk < blocks {
+                let window = blk / WINDOW_BLOCKS;
+                let byte0 = first_byte + WINDOW_BYTES * window;
+                // bytes past the row are masked off (and never fault)
+                let avail = rb.saturating_sub(byte0).min(64);
+                let mask: u64 = if avail == 64 { !0 } else { (1u64 << avail) - 1 };
+                let c =
+                    _mm512_maskz_loadu_epi8(mask, trits.as_ptr().add(byte0.min(rb)) as *const i8);
+                let upper = _mm512_movepi8_mask(c);
+                let plo = _mm512_mask_blend_epi8(
+                    upper,
+                    _mm512_permutex2var_epi8(lo0, c, lo1),
+                    _mm512_permutex2var_epi8(lo2, c, lo3),
+                );
+                let phi = _mm512_mask_blend_epi8(
+                    upper,
+                    _mm512_permutex2var_epi8(hi0, c, hi1),
+                    _mm512_permutex2var_epi8(hi2, c, hi3),
+                );
+                let end = blocks.min((window + 1) * WINDOW_BLOCKS);
+                while blk < end {
+                    let b = blk - window * WINDOW_BLOCKS;
+                    let g = (col0 + 16 * blk) / GROUP;
+                    if g != group {
+                        group = g;
+                        table = _mm512_mul_ps(_mm512_set1_ps(scale_at(scales, g)), pattern);
+                    }
+                    let idx = _mm512_loadu_si512(gather[b].as_ptr() as *const _);
+                    let words = _mm512_permutex2var_epi8(plo, idx, phi);
+                    let sh = _mm512_loadu_si512(shift[b % TRITS_PER_BYTE].as_ptr() as *const _);
+                    let codes = _mm512_srlv_epi32(words, sh);
+                    _mm512_storeu_ps(o.add(16 * blk), _mm512_permutexvar_ps(codes, table));
+                    blk += 1;
+                }
+            }
+            super::decode_scalar(trits, scales, col0 + 16 * blocks, &mut dst[16 * blocks..]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The format definition: digits base 3, first column least significant, padded with 1.
+    fn pack(trits: &[i8], rows: usize, cols: usize) -> Vec<u8> {
+        let rb = row_bytes(cols);
+        let mut out = vec![0u8; rows * rb];
+        for r in 0..rows {
+            for j in 0..rb {
+                let mut c = 0u32;
+                for i in (0..5).rev() {
+                    let col = 5 * j + i;
+                    let d = if col < cols {
+                        trits[r * cols + col] + 1
+                    } else {
+                        1
+                    };
+                    c = 3 * c + d as u32;
+                }
+                out[r * rb + j] = c as u8;
+            }
+        }
+        out
+    }
+
+    fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+        let mut s = seed | 1;
+        move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        }
+    }
+
+    #[test]
+    fn table_inverts_the_packing() {
+        for c in 0..=MAX_BYTE {
+            let t = TRITS[usize::from(c)];
+            assert_eq!(pack(&t, 1, 5), vec![c]);
+        }
+        assert!(TRITS[243..].iter().all(|t| *t == [0; 5]));
+    }
+
+    #[test]
+    fn worked_example() {
+        // t = [+1, 0, −1, −1, +1] → byte 167; scale 0.5 (bf16 0x3F00)
+        let scales = 0x3F00u16.to_le_bytes();
+        let v = TernaryView::new(1, 5, &[167], &scales).unwrap();
+        assert_eq!(v.dequantize(), vec![0.5, 0.0, -0.5, -0.5, 0.5]);
+        assert_eq!(v.first_invalid_byte(), None);
+        let bad = TernaryView::new(1, 5, &[250], &scales).unwrap();
+        assert_eq!(bad.first_invalid_byte(), Some(0));
+        assert_eq!(bad.dequantize(), vec![0.0; 5]);
+    }
+
+    #[test]
+    fn rejects_inconsistent_parts() {
+        assert!(TernaryView::new(2, 7, &[0; 3], &[0; 4]).is_err());
+        assert!(TernaryView::new(2, 7, &[0; 4], &[0; 2]).is_err());
+        assert!(TernaryView::new(2, 7, &[0; 4], &[0; 4]).is_ok());
+        assert!(TernaryView::new(usize::MAX, 7, &[], &[]).is_err());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(96))]
+        /// Every path (each ISA, aligned and unaligned column windows, invalid bytes) against
+        /// the scalar twin, bit for bit.
+        #[test]
+        fn simd_panels_match_scalar(rows in 1usize..5, cols in 1usize..700, seed in any::<u64>(),
+                                    a in 0usize..700, b in 0usize..700, align in any::<bool>()) {
+            let mut next = xorshift(seed);
+            let trits: Vec<i8> = (0..rows * cols).map(|_| (next() % 3) as i8 - 1).collect();
+            let mut packed = pack(&trits, rows, cols);
+            if next().is_multiple_of(4) {
+                let k = (next() as usize) % packed.len();
+                packed[k] = 243 + (next() % 13) as u8;
+            }
+            let scales: Vec<u8> = (0..rows * row_groups(cols))
+                .flat_map(|_| (((next() % 2000) as u16) + 0x3A00).to_le_bytes())
+                .collect();
+            let v = TernaryView::new(rows, cols, &packed, &scales).unwrap();
+            let (mut c0, mut c1) = (a.min(b) % cols, a.max(b) % (cols + 1));
+            if align { c0 = c0 / 16 * 16; }
+            if c1 < c0 { std::mem::swap(&mut c0, &mut c1); }
+            let n = c1 - c0;
+            let ld = n + 3;
+            let mut want = vec![7.0f32; rows * ld];
+            for r in 0..rows {
+                v.decode_row_scalar(r, c0, &mut want[r * ld..r * ld + n]);
+            }
+            for isa in Isa::available() {
+                let mut got = vec![7.0f32; rows * ld];
+                v.decode_panel(isa, 0, rows, c0, n, &mut got, ld);
+                prop_assert!(got.iter().zip(&want).all(|(x, y)| x.to_bits() == y.to_bits()),
+                             "{:?} cols {} window {}..{}", isa, cols, c0, c1);
+            }
+        }
+
+        /// The scalar twin against the definition w = s·t.
+        #[test]
+        fn scalar_twin_is_the_definition(rows in 1usize..4, cols in 1usize..200, seed in any::<u64>()) {
+            let mut next = xorshift(seed);
+            let trits: Vec<i8> = (0..rows * cols).map(|_| (next() % 3) as i8 - 1).collect();
+            let packed = pack(&trits, rows, cols);
+            let sv: Vec<u16> = (0..rows * row_groups(cols)).map(|_| (next() % 30000) as u16).collect();
+            let scales: Vec<u8> = sv.iter().flat_map(|s| s.to_le_bytes()).collect();
+            let w = TernaryView::new(rows, cols, &packed, &scales).unwrap().dequantize();
+            for r in 0..rows {
+                for c in 0..cols {
+                    let s = half::bf16::from_bits(sv[r * row_groups(cols) + c / 64]).to_f32();
+                    prop_assert_eq!(w[r * cols + c].to_bits(), (s * f32::from(trits[r * cols + c])).to_bits());
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,140 @@
+//! clef-ternary-v1 weights (ternary and 4-bit affine) through the blocked matmul: against the
+//! same weights dequantized to a dense f32 matrix (bit-identical on every ISA, since decoding is
+//! exact and the multiplication is the same), and against the scalar reference product.
+
+use clef_kernels::formats::affine4::{self, Affine4View};
+use clef_kernels::formats::ternary::{self, TernaryView};
+use clef_kernels::{matmul_panels, matmul_scalar, matmul_with_isa, Isa, PanelDecode, WeightView};
+use proptest::prelude::*;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+fn bf16_bytes(rng: &mut StdRng, n: usize, lo: f32, hi: f32) -> Vec<u8> {
+    (0..n)
+        .flat_map(|_| {
+            half::bf16::from_f32(rng.random_range(lo..hi))
+                .to_bits()
+                .to_le_bytes()
+        })
+        .collect()
+}
+
+fn pack_trits(trits: &[i8], rows: usize, cols: usize) -> Vec<u8> {
+    let rb = ternary::row_bytes(cols);
+    let mut out = vec![0u8; rows * rb];
+    for r in 0..rows {
+        for j in 0..rb {
+            let mut c = 0u32;
+            let mut p = 1u32;
+            for i in 0..5 {
+                let col = 5 * j + i;
+                let d = if col < cols {
+                    trits[r * cols + col] + 1
+                } else {
+                    1
+                };
+                c += d as u32 * p;
+                p *= 3;
+            }
+            out[r * rb + j] = c as u8;
+        }
+    }
+    out
+}
+
+fn pack_nibbles(codes: &[u8], rows: usize, cols: usize) -> Vec<u8> {
+    let rb = affine4::row_bytes(cols);
+    let mut out = vec![0u8; rows * rb];
+    for r in 0..rows {
+        for c in 0..cols {
+            out[r * rb + c / 2] |= codes[r * cols + c] << (4 * (c % 2));
+        }
+    }
+    out
+}
+
+/// `w` through every ISA against its dense dequantized form (bit for bit), and through the
+/// dispatcher against the scalar product (summation order only).
+fn check<W: PanelDecode>(
+    w: &W,
+    dense_values: &[f32],
+    x: &[f32],
+    m: usize,
+) -> Result<(), TestCaseError> {
+    let (rows, cols) = (w.rows(), w.cols());
+    let dense = WeightView::f32(rows, cols, dense_values).unwrap();
+    for isa in Isa::available() {
+        let mut got = vec![0.0f32; m * rows];
+        let mut want = vec![0.0f32; m * rows];
+        matmul_with_isa(isa, x, m, w, &mut got).unwrap();
+        matmul_with_isa(isa, x, m, &dense, &mut want).unwrap();
+        prop_assert!(
+            got.iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "{:?}",
+            isa
+        );
+    }
+    let mut got = vec![0.0f32; m * rows];
+    matmul_panels(x, m, w, &mut got);
+    let mut reference = vec![0.0f32; m * rows];
+    matmul_scalar(x, m, &dense, &mut reference);
+    for (a, b) in got.iter().zip(&reference) {
+        prop_assert!(
+            (a - b).abs() <= 1e-4 * (1.0 + b.abs()) * (cols as f32).sqrt(),
+            "{} vs {}",
+            a,
+            b
+        );
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    #[test]
+    fn ternary_matmul_equals_dense_dequantized(rows in 1usize..40, cols in 1usize..900, m in 1usize..40, seed in any::<u64>()) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let trits: Vec<i8> = (0..rows * cols).map(|_| rng.random_range(-1i8..=1)).collect();
+        let packed = pack_trits(&trits, rows, cols);
+        let scales = bf16_bytes(&mut rng, rows * ternary::row_groups(cols), 0.001, 0.2);
+        let w = TernaryView::new(rows, cols, &packed, &scales).unwrap();
+        let x: Vec<f32> = (0..m * cols).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+        check(&w, &w.dequantize(), &x, m)?;
+    }
+
+    #[test]
+    fn affine4_matmul_equals_dense_dequantized(rows in 1usize..40, cols in 1usize..900, m in 1usize..40, seed in any::<u64>()) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let codes: Vec<u8> = (0..rows * cols).map(|_| rng.random_range(0u8..16)).collect();
+        let packed = pack_nibbles(&codes, rows, cols);
+        let groups = rows * affine4::row_groups(cols);
+        let scales = bf16_bytes(&mut rng, groups, 0.001, 0.05);
+        let biases = bf16_bytes(&mut rng, groups, -0.4, 0.0);
+        let w = Affine4View::new(rows, cols, &packed, &scales, &biases).unwrap();
+        let x: Vec<f32> = (0..m * cols).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+        check(&w, &w.dequantize(), &x, m)?;
+    }
+}
+
+/// Rows gathered one at a time (the embedding and `lm_head` path) equal the dequantized rows.
+#[test]
+fn single_rows_decode_like_the_matrix() {
+    let mut rng = StdRng::seed_from_u64(7);
+    let (rows, cols) = (9, 4096 + 37);
+    let codes: Vec<u8> = (0..rows * cols)
+        .map(|_| rng.random_range(0u8..16))
+        .collect();
+    let packed = pack_nibbles(&codes, rows, cols);
+    let groups = rows * affine4::row_groups(cols);
+    let scales = bf16_bytes(&mut rng, groups, 0.001, 0.05);
+    let biases = bf16_bytes(&mut rng, groups, -0.4, 0.0);
+    let w = Affine4View::new(rows, cols, &packed, &scales, &biases).unwrap();
+    let dense = w.dequantize();
+    let mut row = vec![0.0f32; cols];
+    for r in 0..rows {
+        w.decode_row(Isa::detect(), r, 0, &mut row);
+        assert_eq!(row, dense[r * cols..(r + 1) * cols]);
+    }
+}
