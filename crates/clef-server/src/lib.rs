@@ -1,1 +1,43 @@
-//! clef-server
+//! `clef serve`: the System One / Workers AI decision protocol over HTTP (spec/api.md).
+//!
+//! The server binds first and loads the model in the background, so `/healthz` answers at
+//! once and `/readyz` (and `/health`) turn to 200 when the model is in memory. Decision
+//! requests are read with a byte limit, parsed and validated on the blocking pool, admitted
+//! into a bounded queue (429 when full), and computed on a dedicated blocking thread that calls
+//! into the engine's rayon pool; the async runtime's own threads never run inference. A
+//! request whose deadline passes or whose client goes away is stopped at the next prefill
+//! chunk boundary.
+//!
+//! ```text
+//! Server::bind(config) ─► print local_addr ─► load_model(..) on a blocking thread
+//!                         └─► handle.install(model) ─► Server::run(shutdown_signal())
+//! ```
+
+pub mod admission;
+pub mod auth;
+pub mod body;
+pub mod config;
+pub mod decide;
+pub mod headers;
+pub mod launch;
+pub mod loaded;
+pub mod metrics;
+pub mod middleware;
+pub mod models;
+pub mod names;
+pub mod openapi;
+pub mod pipeline;
+pub mod reply;
+pub mod request_id;
+pub mod routes;
+pub mod server;
+pub mod state;
+
+pub use config::{ConfigError, ServerConfig};
+pub use launch::{serve_blocking, Launch, LaunchError};
+pub use loaded::{load_model, LoadedModel, ModelLoadError, Revision};
+pub use names::{NameError, NameOptions, ServedNames};
+pub use pipeline::Shape;
+pub use routes::router;
+pub use server::{shutdown_signal, Server, ServerError, ServerHandle};
+pub use state::AppState;

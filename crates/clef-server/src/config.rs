@@ -1,0 +1,128 @@
+//! Settings of the HTTP layer (the engine's own settings live in `clef_engine::EngineConfig`).
+
+use clef_api::AnswerOptions;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// 13 MiB, api.md §2.2. Four images are capped at 8 MiB decoded in total, about 10.7 MiB of
+/// base64, which leaves room for the state and the schema.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 13 * 1024 * 1024;
+
+/// The length Clef was trained at; longer prompts get `x-clef-warning` (api.md §2.2).
+pub const TRAINING_LENGTH: usize = 16_384;
+
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Where to listen; loopback by default. Port 0 picks a free port.
+    pub addr: SocketAddr,
+    /// Largest request body in bytes (413/5021 above it, checked before the body is read
+    /// when the client declares its length).
+    pub max_body_bytes: usize,
+    /// Requests computed at the same time. Each one already uses every core through the
+    /// engine's pool, so 1 is the default.
+    pub concurrency: usize,
+    /// Admitted requests that may wait for a computing slot; beyond that, 429/3040.
+    pub queue_depth: usize,
+    /// Time from the arrival of a request to its answer, queueing included (408/3007).
+    pub deadline: Duration,
+    /// Bearer token; `None` disables authentication.
+    pub api_key: Option<String>,
+    /// Cut the state to fit instead of refusing with 413, for every request (a request can
+    /// also ask with `x-clef-truncate: state`).
+    pub truncate_state: bool,
+    /// Rounding and confidence formula of the answers.
+    pub answer: AnswerOptions,
+    /// `Retry-After` seconds on 429 and 503.
+    pub retry_after_s: u64,
+    /// Prompts longer than this get `x-clef-warning: context-beyond-training-length`.
+    pub training_length: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            concurrency: 1,
+            queue_depth: 16,
+            deadline: Duration::from_secs(600),
+            api_key: None,
+            truncate_state: false,
+            answer: AnswerOptions::default(),
+            retry_after_s: 1,
+            training_length: TRAINING_LENGTH,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("concurrency must be at least 1")]
+    Concurrency,
+    #[error("the request body limit must be at least 1 byte")]
+    BodyLimit,
+    #[error("the deadline must be longer than zero")]
+    Deadline,
+    #[error("the API key must not be empty or contain whitespace or control characters")]
+    ApiKey,
+    #[error("Retry-After must be at least 1 second")]
+    RetryAfter,
+}
+
+impl ServerConfig {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.concurrency == 0 {
+            return Err(ConfigError::Concurrency);
+        }
+        if self.max_body_bytes == 0 {
+            return Err(ConfigError::BodyLimit);
+        }
+        if self.deadline.is_zero() {
+            return Err(ConfigError::Deadline);
+        }
+        if let Some(key) = &self.api_key {
+            // A token with spaces could never be sent in one `Bearer` header.
+            if key.is_empty() || key.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                return Err(ConfigError::ApiKey);
+            }
+        }
+        if self.retry_after_s == 0 {
+            return Err(ConfigError::RetryAfter);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_loopback() {
+        let c = ServerConfig::default();
+        assert!(c.validate().is_ok());
+        assert!(c.addr.ip().is_loopback());
+        assert_eq!(c.max_body_bytes, 13 << 20);
+    }
+
+    #[test]
+    fn bad_settings_are_refused() {
+        let bad = |f: fn(&mut ServerConfig)| {
+            let mut c = ServerConfig::default();
+            f(&mut c);
+            c.validate().unwrap_err()
+        };
+        assert_eq!(bad(|c| c.concurrency = 0), ConfigError::Concurrency);
+        assert_eq!(bad(|c| c.max_body_bytes = 0), ConfigError::BodyLimit);
+        assert_eq!(bad(|c| c.deadline = Duration::ZERO), ConfigError::Deadline);
+        assert_eq!(
+            bad(|c| c.api_key = Some("two words".into())),
+            ConfigError::ApiKey
+        );
+        assert_eq!(
+            bad(|c| c.api_key = Some(String::new())),
+            ConfigError::ApiKey
+        );
+        assert_eq!(bad(|c| c.retry_after_s = 0), ConfigError::RetryAfter);
+    }
+}

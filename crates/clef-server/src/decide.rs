@@ -1,0 +1,270 @@
+//! The decision routes: body → validated request → a place in the queue → the engine on a
+//! blocking thread → the System One response, bare or in the Workers AI envelope.
+//!
+//! Only reading the body and waiting happen on the async runtime. Parsing (up to 13 MiB of
+//! JSON) and inference run on tokio's blocking pool; inference calls into the engine's rayon
+//! pool from there.
+
+use crate::body::read_body;
+use crate::headers::{
+    request_options, RequestOptions, CONTEXT_WARNING, X_CLEF_CONFIDENCE, X_CLEF_MODEL_REVISION,
+    X_CLEF_TRUNCATED, X_CLEF_WARNING,
+};
+use crate::loaded::LoadedModel;
+use crate::metrics::CancelReason;
+use crate::pipeline::{self, Shape};
+use crate::reply;
+use crate::state::AppState;
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::Response;
+use clef_api::{build_response, AnswerOptions, ApiError, Request};
+use clef_encode::Truncation;
+use clef_engine::DecideOptions;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Set by the middleware on every request.
+#[derive(Clone, Debug)]
+pub struct RequestContext {
+    pub id: String,
+    pub arrived: tokio::time::Instant,
+    /// Arrival plus the configured deadline; queueing counts.
+    pub deadline: tokio::time::Instant,
+}
+
+/// Counts and timings of one decision request, logged by the middleware.
+#[derive(Clone, Debug, Default)]
+pub struct DecisionStats {
+    pub body_bytes: usize,
+    pub questions: usize,
+    pub input_tokens: usize,
+    pub dropped_state_tokens: usize,
+    pub parse_s: f64,
+    pub queue_s: f64,
+    pub media_s: f64,
+    pub encode_s: f64,
+    pub vision_s: f64,
+    pub backbone_s: f64,
+    pub head_s: f64,
+    /// Wall time on the computing thread (engine plus formatting).
+    pub compute_s: f64,
+}
+
+pub async fn handle(
+    app: Arc<AppState>,
+    ctx: RequestContext,
+    shape: Shape,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let mut stats = DecisionStats::default();
+    let mut resp = match run(&app, &ctx, &shape, &headers, body, &mut stats).await {
+        Ok(r) => r,
+        Err(e) => reply::error(&e),
+    };
+    resp.extensions_mut().insert(stats);
+    app.metrics
+        .record_decision_duration(ctx.arrived.elapsed().as_secs_f64());
+    resp
+}
+
+async fn run(
+    app: &Arc<AppState>,
+    ctx: &RequestContext,
+    shape: &Shape,
+    headers: &HeaderMap,
+    body: Body,
+    stats: &mut DecisionStats,
+) -> Result<Response, ApiError> {
+    let model = app.model().ok_or_else(ApiError::loading)?;
+    if app.is_draining() {
+        return Err(reply::shutting_down());
+    }
+    if let Shape::Workers { model: path_model } = shape {
+        pipeline::check_path_model(&model.names, path_model)?;
+    }
+    let opts = request_options(headers, &app.config)?;
+    let bytes = read_body(headers, body, app.config.max_body_bytes).await?;
+    stats.body_bytes = bytes.len();
+
+    let t = Instant::now();
+    let req = {
+        let model = model.clone();
+        let shape = shape.clone();
+        tokio::task::spawn_blocking(move || {
+            pipeline::parse(&model.engine.config.limits, &model.names, &shape, &bytes)
+        })
+        .await
+        .map_err(|e| ApiError::internal(format!("the request parser stopped: {e}")))??
+    };
+    stats.parse_s = t.elapsed().as_secs_f64();
+    stats.questions = req.questions.len();
+
+    let admitted = app.admission.try_admit().ok_or_else(ApiError::queue_full)?;
+    let t = Instant::now();
+    let running = tokio::time::timeout_at(ctx.deadline, admitted.start())
+        .await
+        .map_err(|_| ApiError::deadline())?;
+    stats.queue_s = t.elapsed().as_secs_f64();
+
+    let gone = Arc::new(AtomicBool::new(false));
+    let mut guard = FlagOnDrop(Some(gone.clone()));
+    let job = Job {
+        app: app.clone(),
+        model: model.clone(),
+        req,
+        opts,
+        workers: matches!(shape, Shape::Workers { .. }),
+        gone,
+        deadline: ctx.deadline.into_std(),
+        running,
+    };
+    let handle = tokio::task::spawn_blocking(move || job.run());
+    let outcome = match tokio::time::timeout_at(ctx.deadline, handle).await {
+        Ok(Ok(outcome)) => outcome,
+        Ok(Err(join)) => Err(ApiError::internal(format!("the worker stopped: {join}"))),
+        // The job polls the same deadline and stops at its next chunk boundary; answer now.
+        Err(_) => Err(ApiError::deadline()),
+    };
+    // Past this point the client is still here: whatever happened was not a disconnect.
+    guard.0 = None;
+    let done = outcome?;
+    stats.input_tokens = done.stats.input_tokens;
+    stats.dropped_state_tokens = done.stats.dropped_state_tokens;
+    stats.media_s = done.stats.media_s;
+    stats.encode_s = done.stats.encode_s;
+    stats.vision_s = done.stats.vision_s;
+    stats.backbone_s = done.stats.backbone_s;
+    stats.head_s = done.stats.head_s;
+    stats.compute_s = done.stats.compute_s;
+    Ok(success(app, &model, &opts, done))
+}
+
+/// Tells the computing thread that nobody waits for its answer any more: dropped with the
+/// handler's future when the client disconnects.
+struct FlagOnDrop(Option<Arc<AtomicBool>>);
+
+impl Drop for FlagOnDrop {
+    fn drop(&mut self) {
+        if let Some(flag) = &self.0 {
+            flag.store(true, Ordering::Release);
+        }
+    }
+}
+
+/// Everything the computing thread needs; it owns the computing slot, so the slot is freed
+/// when the computation really ends, even if the handler is long gone.
+struct Job {
+    app: Arc<AppState>,
+    model: Arc<LoadedModel>,
+    req: Request,
+    opts: RequestOptions,
+    workers: bool,
+    gone: Arc<AtomicBool>,
+    deadline: Instant,
+    running: crate::admission::Running,
+}
+
+struct Done {
+    body: String,
+    stats: DecisionStats,
+}
+
+impl Job {
+    fn run(self) -> Result<Done, ApiError> {
+        let _slot = self.running;
+        let t0 = Instant::now();
+        let gone = &self.gone;
+        let deadline = self.deadline;
+        let cancelled = move || gone.load(Ordering::Acquire) || Instant::now() >= deadline;
+        let reason = || {
+            if gone.load(Ordering::Acquire) {
+                CancelReason::ClientGone
+            } else {
+                CancelReason::Deadline
+            }
+        };
+        if cancelled() {
+            // Waited in the queue until nobody wanted the answer: do not start.
+            self.app.metrics.record_cancel(reason());
+            return Err(ApiError::deadline());
+        }
+        let decided = self.model.engine.decide(
+            &self.req,
+            &DecideOptions {
+                truncation: self.opts.truncation,
+                max_length: None,
+                cancelled: &cancelled,
+            },
+        );
+        let decision = match decided {
+            Ok(d) => d,
+            // The engine's only 408 is a cancellation seen at a chunk boundary.
+            Err(e) if e.status == 408 => {
+                self.app.metrics.record_cancel(reason());
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        };
+        let input_tokens = decision.encoded.input_ids.len();
+        let response = build_response(
+            &self.req,
+            &decision.probabilities_f64(),
+            input_tokens,
+            &AnswerOptions {
+                rounding: self.opts.rounding,
+                confidence: self.app.config.answer.confidence,
+            },
+        )?;
+        let body = if self.workers {
+            response.envelope()
+        } else {
+            response.to_json_string()
+        };
+        let t = &decision.timings;
+        self.app.metrics.record_decision(
+            input_tokens,
+            decision.dropped_state_tokens(),
+            decision.vision_s + t.backbone_s + t.head_s,
+        );
+        Ok(Done {
+            body,
+            stats: DecisionStats {
+                input_tokens,
+                dropped_state_tokens: decision.dropped_state_tokens(),
+                media_s: decision.media_s,
+                encode_s: decision.encode_s,
+                vision_s: decision.vision_s,
+                backbone_s: t.backbone_s,
+                head_s: t.head_s,
+                compute_s: t0.elapsed().as_secs_f64(),
+                ..Default::default()
+            },
+        })
+    }
+}
+
+/// 200 with the answer and the informational headers of api.md.
+fn success(app: &AppState, model: &LoadedModel, opts: &RequestOptions, done: Done) -> Response {
+    let mut resp = reply::json(StatusCode::OK, done.body);
+    let h = resp.headers_mut();
+    h.insert(
+        X_CLEF_CONFIDENCE,
+        HeaderValue::from_static(app.config.answer.confidence.as_str()),
+    );
+    if let Ok(v) = HeaderValue::from_str(&model.revision.header_value()) {
+        h.insert(X_CLEF_MODEL_REVISION, v);
+    }
+    if done.stats.input_tokens > app.config.training_length {
+        h.insert(X_CLEF_WARNING, HeaderValue::from_static(CONTEXT_WARNING));
+    }
+    if opts.truncation == Truncation::State && done.stats.dropped_state_tokens > 0 {
+        h.insert(
+            X_CLEF_TRUNCATED,
+            HeaderValue::from(done.stats.dropped_state_tokens),
+        );
+    }
+    resp
+}

@@ -1,0 +1,76 @@
+//! `GET /v1/models`: the OpenAI list shape, each entry extended with a `clef` object that
+//! publishes every limit and capability (api.md §1.1), so clients need not learn them from a 422.
+
+use crate::config::ServerConfig;
+use crate::loaded::LoadedModel;
+use serde_json::{json, Value};
+
+pub fn models_body(model: &LoadedModel, config: &ServerConfig) -> String {
+    let clef = clef_object(model, config);
+    let data: Vec<Value> = model
+        .names
+        .all()
+        .map(|name| {
+            json!({
+                "id": name,
+                "object": "model",
+                "created": model.created,
+                "owned_by": "clef.rs",
+                "clef": clef,
+            })
+        })
+        .collect();
+    json!({"object": "list", "data": data}).to_string()
+}
+
+fn clef_object(model: &LoadedModel, config: &ServerConfig) -> Value {
+    let engine = &model.engine;
+    let l = &engine.config.limits;
+    let vision = engine.supports_vision();
+    json!({
+        "model": model.names.primary(),
+        "aliases": model.names.aliases(),
+        "max_context": l.max_context,
+        "training_length": config.training_length,
+        "limits": {
+            "profile": l.profile.as_str(),
+            "min_questions": 1,
+            "max_questions": l.max_questions,
+            "question_id_pattern": if l.question_id_pattern {
+                Value::String(format!("^[A-Za-z0-9_.-]{{1,{}}}$", l.max_question_id_chars))
+            } else {
+                Value::Null
+            },
+            "instructions_required": l.instructions_required,
+            "min_choice_options": l.min_choice_options,
+            "max_choice_options": l.max_choice_options,
+            "min_score_levels": l.min_score_levels,
+            "max_score_levels": l.max_score_levels,
+            "max_images": l.max_images,
+            "max_image_bytes": l.max_image_bytes,
+            "max_total_image_bytes": l.max_total_image_bytes,
+            "max_image_pixels_decoded": l.max_image_pixels_decoded,
+            "max_image_pixels": engine.config.media.max_image_pixels,
+            "max_body_bytes": config.max_body_bytes,
+            "max_context": l.max_context,
+            "videos_enabled": l.videos_enabled,
+            "max_videos": l.max_videos,
+            "max_video_bytes": l.max_video_bytes,
+            "max_video_frames": l.max_video_frames,
+            "max_json_depth": l.max_json_depth,
+        },
+        "vision": vision,
+        // Frame lists need only the vision tower; video files also need ffmpeg at run time.
+        "video": vision && l.videos_enabled,
+        "confidence": config.answer.confidence.as_str(),
+        "rounding": config.answer.rounding,
+        "truncate_state_by_default": config.truncate_state,
+        "format": model.format,
+        "revision": {
+            "source": model.revision.source,
+            "bundle_sha256": model.revision.bundle_sha256,
+            "config_sha256": model.revision.config_sha256,
+            "header": model.revision.header_value(),
+        },
+    })
+}

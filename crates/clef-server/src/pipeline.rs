@@ -1,0 +1,116 @@
+//! From body bytes to a validated request the server will run: the parser and validator of
+//! clef-api, then the served-model checks of the route. This is also the fuzz target.
+
+use crate::names::ServedNames;
+use clef_api::{ApiError, Limits, Request};
+
+/// Which wire shape a decision route speaks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// `POST /v1/systemone`: bare response on success.
+    SystemOne,
+    /// The Workers AI paths: the envelope, and the `{model}` of the path.
+    Workers { model: String },
+}
+
+/// 400/7000 when the path names a model this server does not serve. Checked before the body
+/// is read, as the hosted service's router refuses an unknown model.
+pub fn check_path_model(names: &ServedNames, path_model: &str) -> Result<(), ApiError> {
+    if names.all().any(|n| n == path_model) {
+        Ok(())
+    } else {
+        Err(ApiError::model_not_served(format!(
+            "No route for that URI: model {path_model:?} is not served here; this server answers to {}",
+            names.listing()
+        )))
+    }
+}
+
+/// 400/7000 when the body's `model` (trimmed) is not served, or differs from the path's.
+pub fn check_body_model(names: &ServedNames, shape: &Shape, model: &str) -> Result<(), ApiError> {
+    if !names.accepts(model) {
+        return Err(ApiError::model_not_served(format!(
+            "model: {model:?} is not served here; this server answers to {}",
+            names.listing()
+        )));
+    }
+    if let Shape::Workers { model: path } = shape {
+        if model.trim() != path {
+            return Err(ApiError::model_not_served(format!(
+                "model: {model:?} in the body does not match {path:?} in the path"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Parse and validate a body under `limits` (api.md §7 order), then check its model.
+pub fn parse(
+    limits: &Limits,
+    names: &ServedNames,
+    shape: &Shape,
+    body: &[u8],
+) -> Result<Request, ApiError> {
+    let req = clef_api::parse_request(body, limits)?;
+    check_body_model(names, shape, &req.model)?;
+    Ok(req)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names() -> ServedNames {
+        ServedNames::new("tiny", &["clef".into(), "clef-flash".into()]).unwrap()
+    }
+
+    const BODY: &str = r#"{"model": " clef ", "state": "s",
+        "questions": {"q": {"type": "noul", "instructions": "Is it?"}}}"#;
+
+    #[test]
+    fn served_models_pass() {
+        let req = parse(
+            &Limits::workers(),
+            &names(),
+            &Shape::SystemOne,
+            BODY.as_bytes(),
+        )
+        .unwrap();
+        // Echoed verbatim, surrounding spaces included.
+        assert_eq!(req.model, " clef ");
+        let workers = Shape::Workers {
+            model: "clef".into(),
+        };
+        assert!(parse(&Limits::workers(), &names(), &workers, BODY.as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn model_refusals_are_400_7000() {
+        let other = Shape::Workers {
+            model: "clef-flash".into(),
+        };
+        let e = parse(&Limits::workers(), &names(), &other, BODY.as_bytes()).unwrap_err();
+        assert_eq!((e.status, e.code), (400, 7000));
+        assert!(e.message.contains("does not match"), "{e}");
+        let unknown = BODY.replace(" clef ", "gpt-4");
+        let e = parse(
+            &Limits::workers(),
+            &names(),
+            &Shape::SystemOne,
+            unknown.as_bytes(),
+        )
+        .unwrap_err();
+        assert_eq!((e.status, e.code), (400, 7000));
+        let e = check_path_model(&names(), "llama").unwrap_err();
+        assert_eq!((e.status, e.code), (400, 7000));
+        assert!(check_path_model(&names(), "tiny").is_ok());
+        // The path is matched exactly: no trimming of what the router extracted.
+        assert!(check_path_model(&names(), " tiny").is_err());
+    }
+
+    #[test]
+    fn validation_errors_come_first() {
+        let e = parse(&Limits::workers(), &names(), &Shape::SystemOne, b"{").unwrap_err();
+        assert_eq!((e.status, e.code), (400, 6003));
+    }
+}

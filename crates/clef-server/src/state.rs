@@ -1,0 +1,63 @@
+//! What every handler shares: settings, the model once loaded, the queue, the metrics and the
+//! draining flag.
+
+use crate::admission::Admission;
+use crate::config::ServerConfig;
+use crate::loaded::LoadedModel;
+use crate::metrics::{Gauges, Metrics};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+
+pub struct AppState {
+    pub config: ServerConfig,
+    model: OnceLock<Arc<LoadedModel>>,
+    pub admission: Arc<Admission>,
+    pub metrics: Metrics,
+    draining: AtomicBool,
+}
+
+impl AppState {
+    pub fn new(config: ServerConfig) -> Arc<AppState> {
+        let admission = Admission::new(config.concurrency, config.queue_depth);
+        Arc::new(AppState {
+            config,
+            model: OnceLock::new(),
+            admission,
+            metrics: Metrics::default(),
+            draining: AtomicBool::new(false),
+        })
+    }
+
+    /// The model, once loaded.
+    pub fn model(&self) -> Option<Arc<LoadedModel>> {
+        self.model.get().cloned()
+    }
+
+    /// Publish the loaded model; false if one was already installed (it is kept).
+    pub fn install(&self, model: LoadedModel) -> bool {
+        self.model.set(Arc::new(model)).is_ok()
+    }
+
+    /// Loaded and not shutting down.
+    pub fn is_ready(&self) -> bool {
+        self.model.get().is_some() && !self.is_draining()
+    }
+
+    pub fn begin_drain(&self) {
+        self.draining.store(true, Ordering::Release);
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Acquire)
+    }
+
+    /// The `/metrics` exposition.
+    pub fn metrics_text(&self) -> String {
+        self.metrics.render(&Gauges {
+            admission: &self.admission,
+            model_loaded: self.model.get().is_some(),
+            draining: self.is_draining(),
+            resident_bytes: clef_model::memory::rss_bytes(),
+        })
+    }
+}
