@@ -35,6 +35,8 @@ enum Command {
     Encode(commands::encode::EncodeArgs),
     /// Evaluate a model on records, against labels and/or a reference model.
     Eval(commands::eval::EvalArgs),
+    /// Serve System One / Workers AI decision requests over HTTP.
+    Serve(commands::serve::ServeArgs),
     /// Write a synthetic checkpoint (random weights, release layout) of a preset size.
     Synth(commands::synth::SynthArgs),
     /// Check a bundle's files against its manifest (sizes and SHA-256).
@@ -62,6 +64,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => commands::demo::run(args),
         Command::Encode(args) => commands::encode::run(args),
         Command::Eval(args) => commands::eval::run(args),
+        Command::Serve(args) => commands::serve::run(args),
         Command::Synth(args) => commands::synth::run(args),
         Command::Verify(args) => commands::verify::run(args),
         Command::Bench(args) => commands::bench::run(args, threads),

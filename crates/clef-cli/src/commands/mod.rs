@@ -7,6 +7,7 @@ pub mod demo;
 pub mod encode;
 pub mod eval;
 pub mod request_file;
+pub mod serve;
 pub mod settings;
 pub mod synth;
 pub mod verify;

@@ -1,0 +1,166 @@
+//! Time-dependent behaviour of `clef serve`: 503 while the model loads, 408 at the deadline,
+//! cancellation when the client disconnects, graceful shutdown on SIGTERM, and a failed load.
+
+mod serve_common;
+
+use serve_common::*;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+const SYSTEMONE: &str = "/v1/systemone";
+
+#[cfg(unix)]
+#[test]
+fn loading_is_503_3040_until_the_model_is_ready() {
+    // The model folder's joint_head_config.json is a FIFO: loading blocks on it until the test
+    // writes the real file into it, so the "still loading" window is deterministic.
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(tiny_a()).unwrap() {
+        let p = entry.unwrap().path();
+        let name = p.file_name().unwrap().to_owned();
+        if name != "joint_head_config.json" {
+            std::os::unix::fs::symlink(&p, dir.path().join(name)).unwrap();
+        }
+    }
+    let fifo = dir.path().join("joint_head_config.json");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let server = Server::with(Options {
+        model: dir.path().to_path_buf(),
+        wait_ready: false,
+        ..Default::default()
+    });
+    assert_eq!(server.send(&Req::get("/healthz")).status, 200);
+    for path in ["/readyz", "/health", "/v1/models"] {
+        assert_failure(&server.send(&Req::get(path)), 503, 3040);
+    }
+    let body = golden("a11_numeric_ids").request_text;
+    assert_failure(&server.post(SYSTEMONE, body.as_bytes()), 503, 3040);
+    assert_failure(
+        &server.post(&workers_path("clef"), body.as_bytes()),
+        503,
+        3040,
+    );
+    assert_eq!(server.metrics().value("clef_model_loaded"), 0.0);
+
+    let config = std::fs::read(tiny_a().join("joint_head_config.json")).unwrap();
+    let mut writer = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+    writer.write_all(&config).unwrap();
+    drop(writer);
+    server.wait_ready();
+    assert_eq!(server.post(SYSTEMONE, body.as_bytes()).status, 200);
+    assert_eq!(server.metrics().value("clef_model_loaded"), 1.0);
+}
+
+#[test]
+fn the_deadline_is_408_3007_and_stops_the_engine() {
+    // About 5,000 tokens: seconds of prefill on one thread in the test profile, far more than
+    // the 0.3 s deadline.
+    let server = Server::start(&["--deadline", "0.3"]);
+    let t0 = Instant::now();
+    let r = server.post(SYSTEMONE, &long_request(1000));
+    assert_failure(&r, 408, 3007);
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "answered after {:?}",
+        t0.elapsed()
+    );
+    // The engine saw the deadline at a chunk boundary and gave up: no answer was computed.
+    let m = server.wait_metrics(Duration::from_secs(10), "the cancellation", |m| {
+        m.value("clef_cancelled_total{reason=\"deadline\"}") == 1.0
+            && m.value("clef_inflight_requests") == 0.0
+    });
+    assert_eq!(m.value("clef_decisions_total"), 0.0);
+    assert_eq!(m.requests(SYSTEMONE, 408), 1);
+    // Short requests still fit in the deadline.
+    assert_eq!(
+        server
+            .post(SYSTEMONE, golden("a11_numeric_ids").request_text.as_bytes())
+            .status,
+        200
+    );
+}
+
+#[test]
+fn a_client_that_disconnects_stops_its_request() {
+    let server = Server::start(&[]);
+    let held = send_and_hold(server.addr, &Req::post(SYSTEMONE, &long_request(1000)));
+    server.wait_metrics(Duration::from_secs(20), "the request computing", |m| {
+        m.value("clef_inflight_requests") == 1.0
+    });
+    drop(held);
+    let m = server.wait_metrics(Duration::from_secs(10), "the cancellation", |m| {
+        m.value("clef_cancelled_total{reason=\"client_gone\"}") == 1.0
+            && m.value("clef_inflight_requests") == 0.0
+    });
+    assert_eq!(m.value("clef_decisions_total"), 0.0);
+    assert_eq!(m.requests(SYSTEMONE, 499), 1);
+    // The slot is free again.
+    assert_eq!(
+        server
+            .post(SYSTEMONE, golden("a11_numeric_ids").request_text.as_bytes())
+            .status,
+        200
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn sigterm_finishes_in_flight_requests_and_refuses_new_ones() {
+    let mut server = Server::start(&["--concurrency", "1", "--queue-depth", "4"]);
+    let addr = server.addr;
+    let long = long_request(600);
+    let in_flight = std::thread::spawn(move || send(addr, &Req::post(SYSTEMONE, &long)));
+    let g = golden("a11_numeric_ids");
+    let queued_body = g.request_text.clone();
+    // One computing, one waiting in the queue: both must be answered.
+    server.wait_metrics(Duration::from_secs(20), "the request computing", |m| {
+        m.value("clef_inflight_requests") == 1.0
+    });
+    let queued =
+        std::thread::spawn(move || send(addr, &Req::post(SYSTEMONE, queued_body.as_bytes())));
+    server.wait_metrics(Duration::from_secs(20), "the second request queued", |m| {
+        m.value("clef_queue_depth") == 1.0
+    });
+    server.signal("TERM");
+    // New connections are refused once the listener is closed, while the others still run.
+    let t0 = Instant::now();
+    loop {
+        match std::net::TcpStream::connect(addr) {
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => break,
+            _ => {
+                assert!(
+                    t0.elapsed() < Duration::from_secs(5),
+                    "still accepting connections"
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+    let r = in_flight.join().unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = queued.join().unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    check_client_contract(&g.request, &r, false);
+    same_json(&r.json(), &g.response, 2e-4, "queued").unwrap();
+    let status = server.wait_exit(Duration::from_secs(20));
+    assert!(status.success(), "{status:?}");
+    assert!(server.log_text().contains("SIGTERM received"));
+}
+
+#[test]
+fn a_model_that_cannot_load_stops_the_server_with_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Server::with(Options {
+        model: dir.path().join("missing"),
+        wait_ready: false,
+        ..Default::default()
+    });
+    let status = server.wait_exit(Duration::from_secs(20));
+    assert!(!status.success());
+    let log = server.log_text();
+    assert!(log.contains("loading the model"), "{log}");
+}
