@@ -25,6 +25,8 @@ pub struct Launch {
 
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
+    #[error(transparent)]
+    Names(#[from] crate::names::NameError),
     #[error("starting the async runtime: {0}")]
     Runtime(std::io::Error),
     #[error(transparent)]
@@ -44,6 +46,7 @@ pub fn serve_blocking(launch: Launch) -> Result<(), LaunchError> {
         io_threads,
         on_listening,
     } = launch;
+    names.validate()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(io_threads.max(1))
         // Parsing and inference run on the blocking pool; bound it so a burst of large

@@ -14,6 +14,14 @@ pub struct NameOptions {
     pub aliases: Option<Vec<String>>,
 }
 
+impl NameOptions {
+    /// Check the given names before any work (the primary may still be inferred later).
+    pub fn validate(&self) -> Result<(), NameError> {
+        let primary = self.model_name.as_deref().unwrap_or("clef");
+        ServedNames::new(primary, self.aliases.as_deref().unwrap_or(&[])).map(|_| ())
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NameError {
     #[error(
@@ -166,6 +174,21 @@ mod tests {
         };
         let n = ServedNames::from_options(&none, 5120, Path::new("/x")).unwrap();
         assert_eq!(n.all().collect::<Vec<_>>(), ["solo"]);
+    }
+
+    #[test]
+    fn options_are_validated_up_front() {
+        assert!(NameOptions::default().validate().is_ok());
+        let bad = NameOptions {
+            model_name: None,
+            aliases: Some(vec!["ok".into(), " ".into()]),
+        };
+        assert!(bad.validate().is_err());
+        let bad = NameOptions {
+            model_name: Some("has space".into()),
+            aliases: None,
+        };
+        assert!(bad.validate().is_err());
     }
 
     #[test]

@@ -144,14 +144,21 @@ impl ServeArgs {
     }
 
     fn names(&self) -> NameOptions {
+        // `CLEF_ALIASES=` (empty) or a trailing comma means "no alias given", not a blank name.
+        let aliases: Vec<String> = self
+            .aliases
+            .iter()
+            .filter(|a| !a.trim().is_empty())
+            .cloned()
+            .collect();
         NameOptions {
             model_name: self.model_name.clone(),
             aliases: if self.no_aliases {
                 Some(vec![])
-            } else if self.aliases.is_empty() {
+            } else if aliases.is_empty() {
                 None
             } else {
-                Some(self.aliases.clone())
+                Some(aliases)
             },
         }
     }
