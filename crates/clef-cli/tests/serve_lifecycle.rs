@@ -112,7 +112,7 @@ fn a_client_that_disconnects_stops_its_request() {
 fn sigterm_finishes_in_flight_requests_and_refuses_new_ones() {
     let mut server = Server::start(&["--concurrency", "1", "--queue-depth", "4"]);
     let addr = server.addr;
-    let long = long_request(600);
+    let long = long_request(1000);
     let in_flight = std::thread::spawn(move || send(addr, &Req::post(SYSTEMONE, &long)));
     let g = golden("a11_numeric_ids");
     let queued_body = g.request_text.clone();
