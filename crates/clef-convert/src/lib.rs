@@ -7,5 +7,6 @@ pub mod error;
 pub mod plain;
 pub mod progress;
 pub mod release;
+pub mod ternary;
 
 pub use error::{ConvertError, Result};

@@ -6,18 +6,168 @@
 use crate::checkpoint::TensorSet;
 use crate::error::{ModelError, Result};
 use crate::tensor::Tensor;
-use clef_kernels::matmul;
+use clef_kernels::formats::{affine4, affine4::Affine4View, ternary, ternary::TernaryView};
+use clef_kernels::{matmul, matmul_bias, matmul_panels};
+use std::cell::RefCell;
 
 /// How a linear layer's weight is stored.
 pub enum LinearWeight {
     /// A dense matrix in its stored dtype (bf16, f16, f32), expanded panel by panel.
     Dense(Tensor),
+    /// clef-ternary-v1 ternary (formats.md §3.3), plus its CLoQ adapter.
+    Ternary(Box<TernaryWeight>),
+    /// clef-ternary-v1 4-bit affine (formats.md §3.4), plus its CLoQ adapter.
+    Affine4(Box<Affine4Weight>),
+}
+
+/// `<p>.trits` (5 per byte) and `<p>.scales` (BF16 per 64 inputs), windows of the bundle's
+/// `model.safetensors`.
+pub struct TernaryWeight {
+    pub trits: Tensor,
+    pub scales: Tensor,
+    pub adapter: Option<LowRank>,
+    pub rows: usize,
+    pub cols: usize,
+}
+
+/// `<p>.q4` (2 per byte), `<p>.scales` and `<p>.biases` (BF16 per 64 inputs).
+pub struct Affine4Weight {
+    pub codes: Tensor,
+    pub scales: Tensor,
+    pub biases: Tensor,
+    pub adapter: Option<LowRank>,
+    pub rows: usize,
+    pub cols: usize,
+}
+
+/// A low-rank adapter applied after the quantized product, unfolded (formats.md §3.5):
+/// `y += B (A x)` with A `[rank, cols]` and B `[rows, rank]` (BF16 in a bundle).
+pub struct LowRank {
+    pub a: Tensor,
+    pub b: Tensor,
+    pub rank: usize,
+}
+
+impl LowRank {
+    /// Checks the shapes against the linear's `[rows, cols]` and that both are dense matrices.
+    pub fn new(a: Tensor, b: Tensor, rows: usize, cols: usize) -> Result<Self> {
+        let rank = a.shape.first().copied().unwrap_or(0);
+        if a.shape != [rank, cols] || rank == 0 {
+            return Err(ModelError::TensorShape {
+                name: a.name.clone(),
+                found: a.shape.clone(),
+                expected: vec![rank.max(1), cols],
+            });
+        }
+        if b.shape != [rows, rank] {
+            return Err(ModelError::TensorShape {
+                name: b.name.clone(),
+                found: b.shape.clone(),
+                expected: vec![rows, rank],
+            });
+        }
+        a.matrix()?;
+        b.matrix()?;
+        Ok(LowRank { a, b, rank })
+    }
+
+    /// Takes `<prefix>.lora_a` and `<prefix>.lora_b` when the bundle has them (both or none).
+    fn take(set: &mut TensorSet, prefix: &str, rows: usize, cols: usize) -> Result<Option<Self>> {
+        let (an, bn) = (format!("{prefix}.lora_a"), format!("{prefix}.lora_b"));
+        if !set.contains(&an) && !set.contains(&bn) {
+            return Ok(None);
+        }
+        let rank = set
+            .get(&an)
+            .and_then(|t| t.shape.first().copied())
+            .unwrap_or(1);
+        let a = set.take(&an, &[rank, cols])?;
+        let b = set.take(&bn, &[rows, rank])?;
+        Self::new(a, b, rows, cols).map(Some)
+    }
+
+    /// `y += (x Aᵀ) Bᵀ`: two small dense products after the quantized one.
+    fn apply(&self, x: &[f32], m: usize, y: &mut [f32]) -> Result<()> {
+        let mut t = vec![0.0f32; m * self.rank];
+        matmul(x, m, &self.a.matrix()?, &mut t);
+        matmul_bias(&t, m, &self.b.matrix()?, None, y);
+        Ok(())
+    }
+
+    fn release(&self) {
+        self.a.release();
+        self.b.release();
+    }
+}
+
+fn require_dtype(t: &Tensor, dtype: crate::tensor::Dtype) -> Result<()> {
+    if t.dtype != dtype {
+        return Err(ModelError::TensorDtype {
+            name: t.name.clone(),
+            dtype: t.dtype.name().into(),
+        });
+    }
+    Ok(())
+}
+
+fn kernel_error(name: &str, e: clef_kernels::KernelError) -> ModelError {
+    ModelError::Input(format!("{name}: {e}"))
+}
+
+/// The ternary view of stored tensors (lengths checked by the kernel type).
+fn ternary_view<'a>(
+    trits: &'a Tensor,
+    scales: &'a Tensor,
+    rows: usize,
+    cols: usize,
+) -> Result<TernaryView<'a>> {
+    TernaryView::new(rows, cols, trits.bytes(), scales.bytes())
+        .map_err(|e| kernel_error(&trits.name, e))
+}
+
+fn affine4_view<'a>(
+    codes: &'a Tensor,
+    scales: &'a Tensor,
+    biases: &'a Tensor,
+    rows: usize,
+    cols: usize,
+) -> Result<Affine4View<'a>> {
+    Affine4View::new(rows, cols, codes.bytes(), scales.bytes(), biases.bytes())
+        .map_err(|e| kernel_error(&codes.name, e))
+}
+
+/// Per-thread hook that sees the input rows of every linear layer run on this thread, with the
+/// name of the layer's first weight tensor: the calibration of a quantizing converter runs the
+/// backbone and accumulates each linear's input statistics through it (formats.md §6).
+pub type CaptureHook = Box<dyn FnMut(&str, &[f32], usize)>;
+
+thread_local! {
+    static CAPTURE: RefCell<Option<CaptureHook>> = const { RefCell::new(None) };
+}
+
+/// Installs `hook` for linear layers run on the current thread (`None` removes it) and returns
+/// the previous one. Without a hook, `Linear::forward` pays one thread-local check.
+pub fn set_capture_hook(hook: Option<CaptureHook>) -> Option<CaptureHook> {
+    CAPTURE.with(|c| std::mem::replace(&mut *c.borrow_mut(), hook))
+}
+
+fn capture(name: &str, x: &[f32], m: usize) {
+    CAPTURE.with(|c| {
+        // a hook that itself runs a linear layer is not re-entered
+        if let Ok(mut hook) = c.try_borrow_mut() {
+            if let Some(h) = hook.as_mut() {
+                h(name, x, m);
+            }
+        }
+    });
 }
 
 impl LinearWeight {
     pub fn name(&self) -> &str {
         match self {
             LinearWeight::Dense(t) => &t.name,
+            LinearWeight::Ternary(w) => &w.trits.name,
+            LinearWeight::Affine4(w) => &w.codes.name,
         }
     }
 
@@ -28,6 +178,20 @@ impl LinearWeight {
                 let w = t.matrix()?;
                 matmul(x, m, &w, y);
             }
+            LinearWeight::Ternary(w) => {
+                let view = ternary_view(&w.trits, &w.scales, w.rows, w.cols)?;
+                matmul_panels(x, m, &view, y);
+                if let Some(a) = &w.adapter {
+                    a.apply(x, m, y)?;
+                }
+            }
+            LinearWeight::Affine4(w) => {
+                let view = affine4_view(&w.codes, &w.scales, &w.biases, w.rows, w.cols)?;
+                matmul_panels(x, m, &view, y);
+                if let Some(a) = &w.adapter {
+                    a.apply(x, m, y)?;
+                }
+            }
         }
         Ok(())
     }
@@ -35,6 +199,21 @@ impl LinearWeight {
     fn release(&self) {
         match self {
             LinearWeight::Dense(t) => t.release(),
+            LinearWeight::Ternary(w) => {
+                w.trits.release();
+                w.scales.release();
+                if let Some(a) = &w.adapter {
+                    a.release();
+                }
+            }
+            LinearWeight::Affine4(w) => {
+                w.codes.release();
+                w.scales.release();
+                w.biases.release();
+                if let Some(a) = &w.adapter {
+                    a.release();
+                }
+            }
         }
     }
 }
@@ -55,8 +234,111 @@ impl Linear {
         cols: usize,
         bias: bool,
     ) -> Result<Self> {
+        if let Some(weight) = Self::take_ternary_v1(set, prefix, rows, cols)? {
+            let bias = if bias {
+                Some(set.take(&format!("{prefix}.bias"), &[rows])?.to_f32()?)
+            } else {
+                None
+            };
+            return Ok(Linear {
+                weight,
+                bias,
+                rows,
+                cols,
+            });
+        }
         let weight = set.take(&format!("{prefix}.weight"), &[rows, cols])?;
         Self::from_parts(set, weight, prefix, rows, cols, bias)
+    }
+
+    /// clef-ternary-v1 tensors of `prefix` (formats.md §3.6), when the bundle stores them.
+    fn take_ternary_v1(
+        set: &mut TensorSet,
+        prefix: &str,
+        rows: usize,
+        cols: usize,
+    ) -> Result<Option<LinearWeight>> {
+        let groups = ternary::row_groups(cols);
+        let weight = if set.contains(&format!("{prefix}.trits")) {
+            let trits = set.take(
+                &format!("{prefix}.trits"),
+                &[rows, ternary::row_bytes(cols)],
+            )?;
+            let scales = set.take(&format!("{prefix}.scales"), &[rows, groups])?;
+            let adapter = LowRank::take(set, prefix, rows, cols)?;
+            Self::ternary(trits, scales, adapter, rows, cols)?.weight
+        } else if set.contains(&format!("{prefix}.q4")) {
+            let codes = set.take(&format!("{prefix}.q4"), &[rows, affine4::row_bytes(cols)])?;
+            let scales = set.take(&format!("{prefix}.scales"), &[rows, groups])?;
+            let biases = set.take(&format!("{prefix}.biases"), &[rows, groups])?;
+            let adapter = LowRank::take(set, prefix, rows, cols)?;
+            Self::affine4(codes, scales, biases, adapter, rows, cols)?.weight
+        } else {
+            return Ok(None);
+        };
+        Ok(Some(weight))
+    }
+
+    /// A ternary layer (no bias) from its tensors: U8 `trits` `[rows, ⌈cols/5⌉]`, BF16 `scales`
+    /// `[rows, ⌈cols/64⌉]`. Every packed byte is checked to be a valid code (≤ 242).
+    pub fn ternary(
+        trits: Tensor,
+        scales: Tensor,
+        adapter: Option<LowRank>,
+        rows: usize,
+        cols: usize,
+    ) -> Result<Self> {
+        require_dtype(&trits, crate::tensor::Dtype::U8)?;
+        require_dtype(&scales, crate::tensor::Dtype::Bf16)?;
+        let view = ternary_view(&trits, &scales, rows, cols)?;
+        if let Some(at) = view.first_invalid_byte() {
+            return Err(ModelError::Input(format!(
+                "{}: byte {at} is {}, not a 5-trit code (0..=242)",
+                trits.name,
+                trits.bytes()[at]
+            )));
+        }
+        Ok(Linear {
+            weight: LinearWeight::Ternary(Box::new(TernaryWeight {
+                trits,
+                scales,
+                adapter,
+                rows,
+                cols,
+            })),
+            bias: None,
+            rows,
+            cols,
+        })
+    }
+
+    /// A 4-bit affine layer (no bias) from its tensors: U8 `codes` `[rows, ⌈cols/2⌉]`, BF16
+    /// `scales` and `biases` `[rows, ⌈cols/64⌉]`.
+    pub fn affine4(
+        codes: Tensor,
+        scales: Tensor,
+        biases: Tensor,
+        adapter: Option<LowRank>,
+        rows: usize,
+        cols: usize,
+    ) -> Result<Self> {
+        require_dtype(&codes, crate::tensor::Dtype::U8)?;
+        require_dtype(&scales, crate::tensor::Dtype::Bf16)?;
+        require_dtype(&biases, crate::tensor::Dtype::Bf16)?;
+        affine4_view(&codes, &scales, &biases, rows, cols)?;
+        Ok(Linear {
+            weight: LinearWeight::Affine4(Box::new(Affine4Weight {
+                codes,
+                scales,
+                biases,
+                adapter,
+                rows,
+                cols,
+            })),
+            bias: None,
+            rows,
+            cols,
+        })
     }
 
     /// Take a weight stored under an exact name (packed attention projections, scalars).
@@ -116,6 +398,7 @@ impl Linear {
                 self.weight.name()
             )));
         }
+        capture(self.weight.name(), &x[..m * self.cols], m);
         self.weight
             .matmul(&x[..m * self.cols], m, &mut y[..m * self.rows])?;
         if let Some(b) = &self.bias {

@@ -91,13 +91,12 @@ impl Model {
         }
         let mut set = checkpoint::open_backbone(dir)?;
         let backbone = Backbone::take(&mut set, &config)?;
-        let lm_head = RowTable::dense(set.take(
-            "lm_head.weight",
-            &[
-                config.text_config.vocab_size,
-                config.text_config.hidden_size,
-            ],
-        )?)?;
+        let lm_head = RowTable::take(
+            &mut set,
+            "lm_head",
+            config.text_config.vocab_size,
+            config.text_config.hidden_size,
+        )?;
         let vision = match &config.vision_config {
             Some(vc) => Some(VisionTower::take(&mut set, vc)?),
             None => None,

@@ -2,12 +2,24 @@
 //! (whose rows the head gathers for the options' lexical vectors). Never multiplied whole,
 //! so a converted format only needs to decode single rows.
 
+use crate::checkpoint::TensorSet;
 use crate::error::{ModelError, Result};
-use crate::tensor::Tensor;
+use crate::tensor::{Dtype, Tensor};
+use clef_kernels::formats::affine4::{self, Affine4View};
+use clef_kernels::Isa;
 
 pub enum RowTable {
     /// A dense `[rows, cols]` matrix in its stored dtype.
     Dense(Tensor),
+    /// clef-ternary-v1 4-bit affine rows (formats.md §3.4, §3.6): `<p>.q4`, `<p>.scales`,
+    /// `<p>.biases`; a row is decoded when it is read.
+    Affine4 {
+        codes: Tensor,
+        scales: Tensor,
+        biases: Tensor,
+        rows: usize,
+        cols: usize,
+    },
 }
 
 impl RowTable {
@@ -16,15 +28,61 @@ impl RowTable {
         Ok(RowTable::Dense(t))
     }
 
+    /// `<prefix>.q4` (+ scales, biases) when the bundle stores the table in 4 bits, else the
+    /// dense `<prefix>.weight`; either way `[rows, cols]`.
+    pub fn take(set: &mut TensorSet, prefix: &str, rows: usize, cols: usize) -> Result<Self> {
+        if !set.contains(&format!("{prefix}.q4")) {
+            return Self::dense(set.take(&format!("{prefix}.weight"), &[rows, cols])?);
+        }
+        let groups = affine4::row_groups(cols);
+        let codes = set.take(&format!("{prefix}.q4"), &[rows, affine4::row_bytes(cols)])?;
+        let scales = set.take(&format!("{prefix}.scales"), &[rows, groups])?;
+        let biases = set.take(&format!("{prefix}.biases"), &[rows, groups])?;
+        Self::affine4(codes, scales, biases, rows, cols)
+    }
+
+    /// A 4-bit table from its tensors (U8 codes, BF16 scales and biases).
+    pub fn affine4(
+        codes: Tensor,
+        scales: Tensor,
+        biases: Tensor,
+        rows: usize,
+        cols: usize,
+    ) -> Result<Self> {
+        for (t, dtype) in [
+            (&codes, Dtype::U8),
+            (&scales, Dtype::Bf16),
+            (&biases, Dtype::Bf16),
+        ] {
+            if t.dtype != dtype {
+                return Err(ModelError::TensorDtype {
+                    name: t.name.clone(),
+                    dtype: t.dtype.name().into(),
+                });
+            }
+        }
+        Affine4View::new(rows, cols, codes.bytes(), scales.bytes(), biases.bytes())
+            .map_err(|e| ModelError::Input(format!("{}: {e}", codes.name)))?;
+        Ok(RowTable::Affine4 {
+            codes,
+            scales,
+            biases,
+            rows,
+            cols,
+        })
+    }
+
     pub fn rows(&self) -> usize {
         match self {
             RowTable::Dense(t) => t.shape.first().copied().unwrap_or(0),
+            RowTable::Affine4 { rows, .. } => *rows,
         }
     }
 
     pub fn name(&self) -> &str {
         match self {
             RowTable::Dense(t) => &t.name,
+            RowTable::Affine4 { codes, .. } => &codes.name,
         }
     }
 
@@ -39,6 +97,24 @@ impl RowTable {
         }
         match self {
             RowTable::Dense(t) => t.matrix()?.row_to_f32(r, out),
+            RowTable::Affine4 {
+                codes,
+                scales,
+                biases,
+                rows,
+                cols,
+            } => {
+                if out.len() != *cols {
+                    return Err(ModelError::Input(format!(
+                        "row buffer of {} for `{}` ({cols} columns)",
+                        out.len(),
+                        codes.name
+                    )));
+                }
+                Affine4View::new(*rows, *cols, codes.bytes(), scales.bytes(), biases.bytes())
+                    .map_err(|e| ModelError::Input(format!("{}: {e}", codes.name)))?
+                    .decode_row(Isa::detect(), r, 0, out);
+            }
         }
         Ok(())
     }

@@ -65,9 +65,7 @@ impl Backbone {
     pub fn take(set: &mut TensorSet, cfg: &ModelConfig) -> Result<Self> {
         let t = &cfg.text_config;
         let h = t.hidden_size;
-        let embed = RowTable::dense(
-            set.take(&format!("{PREFIX}.embed_tokens.weight"), &[t.vocab_size, h])?,
-        )?;
+        let embed = RowTable::take(set, &format!("{PREFIX}.embed_tokens"), t.vocab_size, h)?;
         let mut layers = Vec::with_capacity(t.num_hidden_layers);
         for (i, kind) in cfg.layer_kinds().into_iter().enumerate() {
             let p = format!("{PREFIX}.layers.{i}");

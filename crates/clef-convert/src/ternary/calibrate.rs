@@ -1,0 +1,348 @@
+//! Layer-sequential GPTQ + CLoQ over calibration records (formats.md §6), "true sequential":
+//! within each layer the linears are quantized in the order their inputs depend on each other
+//! — the input projections (DeltaNet `in_proj_qkv`/`in_proj_z`, or attention q/k/v), then
+//! `out_proj`/`o_proj`, then the MLP's gate/up, then `down_proj` — and each group's Hessian is
+//! captured with everything before it already quantized (codes **and** adapters, exactly the
+//! bundle's bytes). The layer is then re-run to produce the next layer's inputs.
+//!
+//! Inputs are captured through the model's per-thread linear hook
+//! ([`clef_model::linear::set_capture_hook`]), so the calibration forward is the engine's own
+//! layer code, whole sequences at a time (DeltaNet state and attention KV flow as at
+//! inference).
+
+use super::activations::Activations;
+use super::parts::PartStore;
+use super::plan::Role;
+use super::quant::{quantize_linear, LinearStats, Method};
+use crate::error::{ConvertError, Result};
+use clef_encode::{EncodeOptions, MediaLayout, Truncation};
+use clef_engine::Engine;
+use clef_model::backbone::state::{DeltaNetState, LayerState, Scratch, SequenceState};
+use clef_model::backbone::{Backbone, Layer, Mixer, PREFIX};
+use clef_model::linear::{set_capture_hook, Linear, LinearWeight};
+use clef_model::Positions;
+use clef_quant::gptq::{Hessian, HessianAccumulator};
+use clef_quant::QuantError;
+use std::cell::RefCell;
+use std::path::Path;
+use std::rc::Rc;
+
+/// Rows per forward call (any value gives the same activations).
+const CHUNK_ROWS: usize = 256;
+/// Captured rows buffered before one Hessian update.
+const FLUSH_ROWS: usize = 2048;
+
+/// Encoded calibration records.
+pub struct CalibrationSet {
+    /// Token ids per record, in file order.
+    pub ids: Vec<Vec<u32>>,
+    /// Ids of records left out (images or videos: this calibration runs the text backbone).
+    pub skipped: Vec<String>,
+    pub tokens: usize,
+}
+
+/// Reads up to `limit` records (JSONL, the `clef eval` format) and encodes them with the
+/// engine's own parser and encoder, exactly as at deployment. A malformed line or a request the
+/// engine refuses is an error naming it.
+pub fn read_calibration(engine: &Engine, path: &Path, limit: usize) -> Result<CalibrationSet> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConvertError::Calibration(format!("{}: {e}", path.display())))?;
+    let (records, bad) = clef_eval::read_records(&text);
+    if let Some(e) = bad.first() {
+        return Err(ConvertError::Calibration(format!(
+            "{}: {e}",
+            path.display()
+        )));
+    }
+    let opts = EncodeOptions {
+        max_length: engine.config.limits.max_context,
+        truncation: Truncation::State,
+    };
+    let mut set = CalibrationSet {
+        ids: Vec::new(),
+        skipped: Vec::new(),
+        tokens: 0,
+    };
+    for r in records.iter().take(limit) {
+        let refuse = |what: &str, msg: String| {
+            ConvertError::Calibration(format!(
+                "record `{}` (line {}): {what}: {msg}",
+                r.id, r.line
+            ))
+        };
+        let req = engine
+            .parse(r.request_json.as_bytes())
+            .map_err(|e| refuse("refused", e.message))?;
+        if !req.images.is_empty() || !req.videos.is_empty() {
+            set.skipped.push(r.id.clone());
+            continue;
+        }
+        let enc = engine
+            .encoder
+            .encode(&req, &MediaLayout::default(), &opts)
+            .map_err(|e| refuse("encoding", e.to_string()))?;
+        set.tokens += enc.input_ids.len();
+        set.ids.push(enc.input_ids);
+    }
+    if set.ids.is_empty() {
+        return Err(ConvertError::Calibration(format!(
+            "{}: no text-only records among the first {limit}",
+            path.display()
+        )));
+    }
+    Ok(set)
+}
+
+/// Accumulates the Hessian of the one linear input the hook is watching.
+struct Sink {
+    acc: HessianAccumulator,
+    buf: Vec<f32>,
+    rows: usize,
+    error: Option<QuantError>,
+}
+
+impl Sink {
+    fn push(&mut self, x: &[f32], m: usize) {
+        self.buf.extend_from_slice(x);
+        self.rows += m;
+        if self.rows >= FLUSH_ROWS {
+            self.flush();
+        }
+    }
+
+    fn flush(&mut self) {
+        if self.rows > 0 {
+            if let Err(e) = self.acc.add_rows(&self.buf, self.rows) {
+                self.error.get_or_insert(e);
+            }
+            self.buf.clear();
+            self.rows = 0;
+        }
+    }
+}
+
+/// Removes the capture hook however the run ends.
+struct HookGuard;
+
+impl Drop for HookGuard {
+    fn drop(&mut self) {
+        set_capture_hook(None);
+    }
+}
+
+/// State for layer `li` only (the other layers' slots are never touched).
+fn layer_state(backbone: &Backbone, li: usize, len: usize) -> SequenceState {
+    let layers = backbone
+        .layers
+        .iter()
+        .enumerate()
+        .map(|(i, l)| match (&l.mixer, i == li) {
+            (Mixer::DeltaNet(m), true) => LayerState::DeltaNet(m.new_state()),
+            (Mixer::Attention(m), true) => LayerState::Attention(m.new_cache(len)),
+            _ => LayerState::DeltaNet(DeltaNetState {
+                conv: Vec::new(),
+                ssm: Vec::new(),
+            }),
+        })
+        .collect();
+    SequenceState {
+        layers,
+        position: 0,
+    }
+}
+
+/// Runs layer `li` over every record's rows; writes the outputs to `output` when given, and
+/// returns the Hessian of the input of the linear whose first weight tensor is `capture`.
+fn run_layer(
+    backbone: &Backbone,
+    li: usize,
+    input: &mut Activations,
+    mut output: Option<&mut Activations>,
+    capture: Option<(&str, usize)>,
+) -> Result<Option<Hessian>> {
+    let hidden = backbone.hidden();
+    let sink = match capture {
+        Some((_, dim)) => Some(Rc::new(RefCell::new(Sink {
+            acc: HessianAccumulator::new(dim)?,
+            buf: Vec::with_capacity(FLUSH_ROWS * dim),
+            rows: 0,
+            error: None,
+        }))),
+        None => None,
+    };
+    let _guard = HookGuard;
+    if let (Some((target, _)), Some(sink)) = (capture, &sink) {
+        let target = target.to_string();
+        let sink = Rc::clone(sink);
+        set_capture_hook(Some(Box::new(move |name: &str, x: &[f32], m: usize| {
+            if name == target {
+                sink.borrow_mut().push(x, m);
+            }
+        })));
+    }
+    let mut scratch = Scratch::default();
+    for i in 0..input.len() {
+        let mut x = input.get(i)?;
+        let len = x.len() / hidden;
+        let positions = Positions::text(len);
+        let mut state = layer_state(backbone, li, len);
+        let mut start = 0;
+        while start < len {
+            let n = CHUNK_ROWS.min(len - start);
+            backbone.forward_layer(
+                li,
+                &mut x[start * hidden..(start + n) * hidden],
+                n,
+                start,
+                &positions,
+                &mut state,
+                &mut scratch,
+            )?;
+            start += n;
+        }
+        if let Some(out) = output.as_deref_mut() {
+            out.set(i, &x)?;
+        }
+    }
+    set_capture_hook(None);
+    let Some(sink) = sink else { return Ok(None) };
+    let mut sink = Rc::try_unwrap(sink)
+        .map_err(|_| ConvertError::Calibration("capture hook still referenced".into()))?
+        .into_inner();
+    sink.flush();
+    if let Some(e) = sink.error {
+        return Err(e.into());
+    }
+    if sink.acc.samples() == 0 {
+        return Err(ConvertError::Calibration(format!(
+            "layer {li}: no input rows reached `{}`",
+            capture.map_or("", |c| c.0)
+        )));
+    }
+    Ok(Some(sink.acc.finish()?))
+}
+
+/// Quantization order of a layer's linears: (module, linears sharing one input).
+fn stages(layer: &Layer) -> [(&'static str, &'static [&'static str]); 4] {
+    match layer.mixer {
+        Mixer::DeltaNet(_) => [
+            ("linear_attn", &["in_proj_qkv", "in_proj_z"]),
+            ("linear_attn", &["out_proj"]),
+            ("mlp", &["gate_proj", "up_proj"]),
+            ("mlp", &["down_proj"]),
+        ],
+        Mixer::Attention(_) => [
+            ("self_attn", &["q_proj", "k_proj", "v_proj"]),
+            ("self_attn", &["o_proj"]),
+            ("mlp", &["gate_proj", "up_proj"]),
+            ("mlp", &["down_proj"]),
+        ],
+    }
+}
+
+fn linear_mut<'a>(layer: &'a mut Layer, module: &str, name: &str) -> Option<&'a mut Linear> {
+    match (module, &mut layer.mixer) {
+        ("linear_attn", Mixer::DeltaNet(d)) => match name {
+            "in_proj_qkv" => Some(&mut d.in_proj_qkv),
+            "in_proj_z" => Some(&mut d.in_proj_z),
+            "out_proj" => Some(&mut d.out_proj),
+            _ => None,
+        },
+        ("self_attn", Mixer::Attention(a)) => match name {
+            "q_proj" => Some(&mut a.q_proj),
+            "k_proj" => Some(&mut a.k_proj),
+            "v_proj" => Some(&mut a.v_proj),
+            "o_proj" => Some(&mut a.o_proj),
+            _ => None,
+        },
+        ("mlp", _) => match name {
+            "gate_proj" => Some(&mut layer.mlp.gate),
+            "up_proj" => Some(&mut layer.mlp.up),
+            "down_proj" => Some(&mut layer.mlp.down),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// What the calibration did, for the report.
+pub struct CalibrationOutcome {
+    pub stats: Vec<LinearStats>,
+    /// Whether activations did not fit `budget` and went to disk.
+    pub spilled: bool,
+}
+
+/// Quantizes every backbone linear of `backbone` layer by layer, appending the stored tensors
+/// to `store` and replacing each linear in the model by its quantized form as soon as it is
+/// done. `advance(bytes)` reports progress in source bytes.
+pub fn quantize_backbone(
+    backbone: &mut Backbone,
+    set: &CalibrationSet,
+    store: &mut PartStore,
+    scratch_dir: &Path,
+    budget: u64,
+    advance: &dyn Fn(u64),
+) -> Result<CalibrationOutcome> {
+    let hidden = backbone.hidden();
+    let lens: Vec<usize> = set.ids.iter().map(Vec::len).collect();
+    // two stores alternate; each gets half the budget
+    let mut cur = Activations::new(&lens, hidden, budget / 2, &scratch_dir.join("calib-a.tmp"))?;
+    let mut next = Activations::new(&lens, hidden, budget / 2, &scratch_dir.join("calib-b.tmp"))?;
+    let spilled = cur.spilled();
+    for (i, ids) in set.ids.iter().enumerate() {
+        let mut x = vec![0.0f32; ids.len() * hidden];
+        backbone.embed(ids, &mut x)?;
+        cur.set(i, &x)?;
+    }
+    let mut stats = Vec::new();
+    for li in 0..backbone.layers.len() {
+        for (module, names) in stages(&backbone.layers[li]) {
+            let first = format!("{PREFIX}.layers.{li}.{module}.{}", names[0]);
+            let dim = linear_mut(&mut backbone.layers[li], module, names[0])
+                .map(|l| l.cols)
+                .ok_or_else(|| ConvertError::Invalid(format!("{first}: no such linear")))?;
+            let h = run_layer(
+                backbone,
+                li,
+                &mut cur,
+                None,
+                Some((&format!("{first}.weight"), dim)),
+            )?
+            .ok_or_else(|| ConvertError::Calibration(format!("{first}: no Hessian")))?;
+            for name in names {
+                let prefix = format!("{PREFIX}.layers.{li}.{module}.{name}");
+                let lin = linear_mut(&mut backbone.layers[li], module, name)
+                    .ok_or_else(|| ConvertError::Invalid(format!("{prefix}: no such linear")))?;
+                let LinearWeight::Dense(t) = &lin.weight else {
+                    return Err(ConvertError::Invalid(format!(
+                        "{prefix}: the source is already quantized"
+                    )));
+                };
+                let w = t.to_f32()?;
+                let source_bytes = t.bytes().len() as u64;
+                let role = Role::of(&format!("{prefix}.weight"));
+                let q = quantize_linear(
+                    &prefix,
+                    &w,
+                    lin.rows,
+                    lin.cols,
+                    role,
+                    Some(&h),
+                    Method::Gptq,
+                )?;
+                for (tname, _, _, bytes) in q.tensors() {
+                    store.append(&tname, bytes)?;
+                }
+                *lin = q.to_linear()?;
+                stats.push(q.stats);
+                advance(source_bytes);
+            }
+        }
+        // the next layer's inputs, through this layer fully quantized
+        run_layer(backbone, li, &mut cur, Some(&mut next), None)?;
+        std::mem::swap(&mut cur, &mut next);
+    }
+    cur.remove()?;
+    next.remove()?;
+    Ok(CalibrationOutcome { stats, spilled })
+}

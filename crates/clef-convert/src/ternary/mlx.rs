@@ -1,0 +1,584 @@
+//! `clef export --mlx BUNDLE OUT_DIR`: a clef-ternary-v1 bundle as an MLX (mlx-lm) folder
+//! (formats.md §3.8).
+//!
+//! - Ternary linears become 2-bit affine `QuantizedLinear`s written **explicitly**: code
+//!   d = t + 1, scale = s, bias = −s per group, so `s·d − s = s·t` exactly. MLX's own
+//!   `mx.quantize(bits=2)` must not be used on the dequantized weights: it picks its grid from
+//!   the larger-magnitude edge (on {−s, 0, s} it chooses scale −s/2 and bias s, whose grid
+//!   {s, s/2, 0, −s/2} cannot hold −s).
+//! - 4-bit tensors are reinterpreted: MLX packs codes as a little-endian bit stream per row in
+//!   uint32 words (code k of a row at bits 4k..4k+3 of word k/8), which is the `.q4` byte
+//!   layout read four bytes at a time. Scales and biases are kept.
+//! - MLX's layout: `weight` uint32 `[out, in·bits/32]`, `scales`/`biases` `[out, in/64]`, and
+//!   `w = scale·q + bias`. Widths must be multiples of 64 (MLX has no shorter last group).
+//! - `config.json` gains mlx-lm's `quantization` block (`group_size` 64, `bits` 4) with a
+//!   `{"group_size": 64, "bits": 2}` override per ternary module, keyed by the module path as
+//!   mlx-lm's Qwen3.5 `sanitize` names it (`model.language_model.X` → `language_model.model.X`,
+//!   `lm_head` → `language_model.lm_head`). Tensor names stay the release's: mlx-lm remaps them
+//!   at load exactly as for the BF16 release.
+//! - The CLoQ adapters go to `adapters.safetensors` + `adapter_config.json` in mlx-lm's LoRA
+//!   format (`lora_a` = Aᵀ `[in, r]`, `lora_b` = Bᵀ `[r, out]`, scale 1, no dropout), applied
+//!   unfolded: `mlx_lm.load(OUT_DIR, adapter_path=OUT_DIR)` gives `y = W_q x + B(A x)`.
+
+use crate::error::{ConvertError, Result};
+use clef_kernels::formats::ternary::{self, decode_table};
+use clef_model::bundle::Manifest;
+use clef_model::checkpoint::safetensors_file;
+use clef_model::tensor::{Dtype, Tensor};
+use rayon::prelude::*;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+/// MLX's group size (the bundle's as well).
+pub const GROUP: usize = 64;
+
+fn io_error(path: &Path, e: std::io::Error) -> ConvertError {
+    ConvertError::Invalid(format!("{}: {e}", path.display()))
+}
+
+/// mlx-lm's module path for a release tensor prefix (its Qwen3.5 `sanitize`).
+pub fn mlx_module_path(prefix: &str) -> String {
+    match prefix.strip_prefix("model.language_model") {
+        Some(rest) => format!("language_model.model{rest}"),
+        None if prefix.starts_with("language_model.") => prefix.to_string(),
+        None => format!("language_model.{prefix}"),
+    }
+}
+
+/// How an output tensor's bytes are made.
+enum Make {
+    Copy(Tensor),
+    /// 5-per-byte trits of a `[rows, cols]` matrix → 2-bit words (code d = t + 1).
+    TritWords {
+        trits: Tensor,
+        rows: usize,
+        cols: usize,
+    },
+    /// −scales (the ternary bias).
+    Negate(Tensor),
+    /// A `[rows, cols]` 2-byte matrix transposed to `[cols, rows]`.
+    Transpose {
+        t: Tensor,
+        rows: usize,
+        cols: usize,
+    },
+}
+
+struct Out {
+    name: String,
+    dtype: &'static str,
+    shape: Vec<usize>,
+    bytes: usize,
+    make: Make,
+}
+
+fn dtype_name(d: Dtype) -> &'static str {
+    match d {
+        Dtype::F32 => "F32",
+        Dtype::F16 => "F16",
+        Dtype::Bf16 => "BF16",
+        Dtype::U8 => "U8",
+        Dtype::I64 => "I64",
+    }
+}
+
+/// 2-bit MLX words of one row of trits: code d = t + 1 of column k at bits 2(k mod 16) of word
+/// k / 16.
+pub fn trit_row_to_words(trits: &[u8], cols: usize, words: &mut [u32]) {
+    let table = decode_table();
+    words.iter_mut().for_each(|w| *w = 0);
+    for k in 0..cols {
+        let t = table[usize::from(trits[k / 5])][k % 5];
+        words[k / 16] |= ((t + 1) as u32) << (2 * (k % 16));
+    }
+}
+
+impl Make {
+    fn write(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        match self {
+            Make::Copy(t) => {
+                out.write_all(t.bytes())?;
+                t.release();
+            }
+            Make::TritWords { trits, rows, cols } => {
+                let rb = ternary::row_bytes(*cols);
+                let wpr = cols * 2 / 32;
+                let src = trits.bytes();
+                // blocks of rows in parallel, written in order
+                for r0 in (0..*rows).step_by(1024) {
+                    let n = 1024.min(rows - r0);
+                    let mut words = vec![0u32; n * wpr];
+                    words.par_chunks_mut(wpr).enumerate().for_each(|(i, w)| {
+                        let r = r0 + i;
+                        trit_row_to_words(&src[r * rb..(r + 1) * rb], *cols, w);
+                    });
+                    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+                    out.write_all(&bytes)?;
+                }
+                trits.release();
+            }
+            Make::Negate(t) => {
+                let bytes: Vec<u8> = t
+                    .bytes()
+                    .chunks_exact(2)
+                    .flat_map(|c| (u16::from_le_bytes([c[0], c[1]]) ^ 0x8000).to_le_bytes())
+                    .collect();
+                out.write_all(&bytes)?;
+            }
+            Make::Transpose { t, rows, cols } => {
+                let src = t.bytes();
+                let mut bytes = vec![0u8; src.len()];
+                for r in 0..*rows {
+                    for c in 0..*cols {
+                        let (s, d) = ((r * cols + c) * 2, (c * rows + r) * 2);
+                        bytes[d..d + 2].copy_from_slice(&src[s..s + 2]);
+                    }
+                }
+                out.write_all(&bytes)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Writes a safetensors file (any dtype name), streaming each tensor.
+fn write_file(path: &Path, outs: &[Out], meta: &BTreeMap<String, String>) -> Result<u64> {
+    let mut obj = serde_json::Map::new();
+    obj.insert(
+        "__metadata__".into(),
+        serde_json::to_value(meta).map_err(|e| ConvertError::Invalid(e.to_string()))?,
+    );
+    let mut offset = 0usize;
+    for o in outs {
+        obj.insert(
+            o.name.clone(),
+            serde_json::json!({"dtype": o.dtype, "shape": o.shape, "data_offsets": [offset, offset + o.bytes]}),
+        );
+        offset += o.bytes;
+    }
+    let mut header = serde_json::Value::Object(obj).to_string();
+    while !header.len().is_multiple_of(8) {
+        header.push(' ');
+    }
+    let file = File::create(path).map_err(|e| io_error(path, e))?;
+    let mut w = BufWriter::with_capacity(1 << 20, file);
+    let mut total = 8 + header.len() as u64;
+    w.write_all(&(header.len() as u64).to_le_bytes())
+        .and_then(|_| w.write_all(header.as_bytes()))
+        .map_err(|e| io_error(path, e))?;
+    for o in outs {
+        let mut buf = Vec::with_capacity(o.bytes);
+        o.make.write(&mut buf).map_err(|e| io_error(path, e))?;
+        if buf.len() != o.bytes {
+            return Err(ConvertError::Invalid(format!(
+                "{}: produced {} bytes, expected {}",
+                o.name,
+                buf.len(),
+                o.bytes
+            )));
+        }
+        w.write_all(&buf).map_err(|e| io_error(path, e))?;
+        total += o.bytes as u64;
+    }
+    w.flush().map_err(|e| io_error(path, e))?;
+    Ok(total)
+}
+
+/// What an export wrote.
+#[derive(Clone, Debug, Serialize)]
+pub struct MlxReport {
+    pub quantized_2bit: usize,
+    pub quantized_4bit: usize,
+    pub adapters: usize,
+    pub model_bytes: u64,
+    pub adapter_bytes: u64,
+}
+
+fn matrix(t: &Tensor) -> Result<(usize, usize)> {
+    match t.shape.as_slice() {
+        [r, c] => Ok((*r, *c)),
+        _ => Err(ConvertError::Invalid(format!(
+            "`{}` has shape {:?}, expected a matrix",
+            t.name, t.shape
+        ))),
+    }
+}
+
+/// Exports the clef-ternary-v1 bundle at `bundle` into an MLX folder at `out` (created; an
+/// existing folder is replaced only with `force`).
+pub fn export_mlx(bundle: &Path, out: &Path, force: bool) -> Result<MlxReport> {
+    let manifest = Manifest::load(bundle)?.ok_or_else(|| {
+        ConvertError::Invalid(format!(
+            "{}: no manifest.json (not a bundle)",
+            bundle.display()
+        ))
+    })?;
+    if manifest.format != super::FORMAT {
+        return Err(ConvertError::Invalid(format!(
+            "{}: format `{}`, expected `{}`",
+            bundle.display(),
+            manifest.format,
+            super::FORMAT
+        )));
+    }
+    let problems = manifest.check(bundle, false);
+    if let Some(p) = problems.first() {
+        return Err(ConvertError::Invalid(format!(
+            "{}: {p:?}",
+            bundle.display()
+        )));
+    }
+    if out.exists() {
+        if !force {
+            return Err(ConvertError::Invalid(format!(
+                "{} exists (use --force to replace it)",
+                out.display()
+            )));
+        }
+        std::fs::remove_dir_all(out).map_err(|e| io_error(out, e))?;
+    }
+    let src = safetensors_file::open(&bundle.join("model.safetensors"))?;
+    let mut by_name: HashMap<String, Tensor> = src
+        .tensors
+        .iter()
+        .map(|t| (t.name.clone(), t.clone()))
+        .collect();
+    let take = |by_name: &mut HashMap<String, Tensor>, name: &str| {
+        by_name
+            .remove(name)
+            .ok_or_else(|| ConvertError::Invalid(format!("bundle lacks `{name}`")))
+    };
+
+    let mut model = Vec::new();
+    let mut adapters = Vec::new();
+    let mut overrides = serde_json::Map::new();
+    let mut adapter_keys = std::collections::BTreeSet::new();
+    let mut report = MlxReport {
+        quantized_2bit: 0,
+        quantized_4bit: 0,
+        adapters: 0,
+        model_bytes: 0,
+        adapter_bytes: 0,
+    };
+    for t in &src.tensors {
+        if !by_name.contains_key(&t.name) {
+            continue; // already consumed as part of a quantized linear
+        }
+        if let Some(p) = t.name.strip_suffix(".trits") {
+            let trits = take(&mut by_name, &t.name)?;
+            let scales = take(&mut by_name, &format!("{p}.scales"))?;
+            let (rows, groups) = matrix(&scales)?;
+            let cols = groups * GROUP;
+            if trits.shape != [rows, ternary::row_bytes(cols)] {
+                return Err(ConvertError::Invalid(format!(
+                    "`{}`: width is not a multiple of {GROUP}, which MLX cannot represent",
+                    trits.name
+                )));
+            }
+            model.push(Out {
+                name: format!("{p}.weight"),
+                dtype: "U32",
+                shape: vec![rows, cols * 2 / 32],
+                bytes: rows * cols * 2 / 8,
+                make: Make::TritWords { trits, rows, cols },
+            });
+            model.push(Out {
+                name: format!("{p}.biases"),
+                dtype: "BF16",
+                shape: vec![rows, groups],
+                bytes: rows * groups * 2,
+                make: Make::Negate(scales.clone()),
+            });
+            model.push(Out {
+                name: format!("{p}.scales"),
+                dtype: "BF16",
+                shape: vec![rows, groups],
+                bytes: rows * groups * 2,
+                make: Make::Copy(scales),
+            });
+            overrides.insert(
+                mlx_module_path(p),
+                serde_json::json!({"group_size": GROUP, "bits": 2}),
+            );
+            report.quantized_2bit += 1;
+        } else if let Some(p) = t.name.strip_suffix(".q4") {
+            let q4 = take(&mut by_name, &t.name)?;
+            let (rows, rb) = matrix(&q4)?;
+            let cols = rb * 2;
+            if !cols.is_multiple_of(GROUP) {
+                return Err(ConvertError::Invalid(format!(
+                    "`{}`: width {cols} is not a multiple of {GROUP}, which MLX cannot represent",
+                    q4.name
+                )));
+            }
+            model.push(Out {
+                name: format!("{p}.weight"),
+                dtype: "U32",
+                shape: vec![rows, cols / 8],
+                bytes: rows * rb,
+                make: Make::Copy(q4),
+            });
+            for part in ["scales", "biases"] {
+                let x = take(&mut by_name, &format!("{p}.{part}"))?;
+                model.push(Out {
+                    name: x.name.clone(),
+                    dtype: "BF16",
+                    shape: x.shape.clone(),
+                    bytes: x.bytes().len(),
+                    make: Make::Copy(x),
+                });
+            }
+            report.quantized_4bit += 1;
+        } else if let Some(p) = t.name.strip_suffix(".lora_a") {
+            let a = take(&mut by_name, &t.name)?;
+            let b = take(&mut by_name, &format!("{p}.lora_b"))?;
+            let (r, cols) = matrix(&a)?;
+            let (rows, rb) = matrix(&b)?;
+            if rb != r || a.dtype.size() != 2 || b.dtype.size() != 2 {
+                return Err(ConvertError::Invalid(format!(
+                    "`{p}`: inconsistent adapter"
+                )));
+            }
+            let path = mlx_module_path(p);
+            // mlx-lm selects LoRA modules by their path inside a decoder layer
+            if let Some(i) = path.find(".layers.") {
+                let inner = &path[i + ".layers.".len()..];
+                if let Some((_, key)) = inner.split_once('.') {
+                    adapter_keys.insert(key.to_string());
+                }
+            }
+            adapters.push(Out {
+                name: format!("{path}.lora_a"),
+                dtype: dtype_name(a.dtype),
+                shape: vec![cols, r],
+                bytes: a.bytes().len(),
+                make: Make::Transpose {
+                    t: a,
+                    rows: r,
+                    cols,
+                },
+            });
+            adapters.push(Out {
+                name: format!("{path}.lora_b"),
+                dtype: dtype_name(b.dtype),
+                shape: vec![r, rows],
+                bytes: b.bytes().len(),
+                make: Make::Transpose {
+                    t: b,
+                    rows,
+                    cols: r,
+                },
+            });
+            report.adapters += 1;
+        } else {
+            let x = take(&mut by_name, &t.name)?;
+            model.push(Out {
+                name: x.name.clone(),
+                dtype: dtype_name(x.dtype),
+                shape: x.shape.clone(),
+                bytes: x.bytes().len(),
+                make: Make::Copy(x),
+            });
+        }
+    }
+
+    let tmp = out.with_extension("mlx-tmp");
+    if tmp.exists() {
+        std::fs::remove_dir_all(&tmp).map_err(|e| io_error(&tmp, e))?;
+    }
+    std::fs::create_dir_all(&tmp).map_err(|e| io_error(&tmp, e))?;
+    let meta = BTreeMap::from([("format".to_string(), "mlx".to_string())]);
+    report.model_bytes = write_file(&tmp.join("model.safetensors"), &model, &meta)?;
+    if !adapters.is_empty() {
+        report.adapter_bytes = write_file(&tmp.join("adapters.safetensors"), &adapters, &meta)?;
+    }
+
+    // config.json with mlx-lm's quantization block
+    let cfg_path = bundle.join("config.json");
+    let text = std::fs::read_to_string(&cfg_path).map_err(|e| io_error(&cfg_path, e))?;
+    let mut cfg: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| ConvertError::Invalid(format!("{}: {e}", cfg_path.display())))?;
+    let mut q = serde_json::Map::new();
+    q.insert("group_size".into(), GROUP.into());
+    q.insert("bits".into(), 4.into());
+    q.insert("mode".into(), "affine".into());
+    q.extend(overrides);
+    let layers = cfg
+        .pointer("/text_config/num_hidden_layers")
+        .and_then(|v| v.as_u64())
+        .unwrap_or(0);
+    if let Some(obj) = cfg.as_object_mut() {
+        obj.insert("quantization".into(), serde_json::Value::Object(q.clone()));
+        obj.insert("quantization_config".into(), serde_json::Value::Object(q));
+    }
+    let pretty = |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap_or_default();
+    let write_text = |name: &str, text: String| -> Result<()> {
+        let p = tmp.join(name);
+        std::fs::write(&p, text).map_err(|e| io_error(&p, e))
+    };
+    write_text("config.json", pretty(&cfg))?;
+    if !adapters.is_empty() {
+        let rank = adapters
+            .first()
+            .and_then(|o| o.shape.get(1).copied())
+            .unwrap_or(0);
+        write_text(
+            "adapter_config.json",
+            pretty(&serde_json::json!({
+                "fine_tune_type": "lora",
+                "num_layers": layers,
+                "lora_parameters": {
+                    "rank": rank,
+                    "scale": 1.0,
+                    "dropout": 0.0,
+                    "keys": adapter_keys.into_iter().collect::<Vec<_>>(),
+                },
+            })),
+        )?;
+    }
+    // every other bundle file, byte for byte
+    for f in &manifest.files {
+        if f.path == "model.safetensors" || f.path == "config.json" {
+            continue;
+        }
+        let (from, to) = (bundle.join(&f.path), tmp.join(&f.path));
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| io_error(parent, e))?;
+        }
+        std::fs::copy(&from, &to).map_err(|e| io_error(&from, e))?;
+    }
+    std::fs::rename(&tmp, out).map_err(|e| io_error(out, e))?;
+    Ok(report)
+}
+
+/// One tensor of a safetensors file read back by name (any dtype): shape, dtype name, bytes.
+pub struct RawTensor {
+    pub dtype: String,
+    pub shape: Vec<usize>,
+    pub bytes: Vec<u8>,
+}
+
+/// A minimal safetensors reader for the export's files (which hold U32 tensors).
+pub struct RawFile {
+    path: PathBuf,
+    data_start: u64,
+    index: HashMap<String, (String, Vec<usize>, u64, u64)>,
+}
+
+impl RawFile {
+    pub fn open(path: &Path) -> Result<RawFile> {
+        let bad = |m: &str| ConvertError::Invalid(format!("{}: {m}", path.display()));
+        let mut f = File::open(path).map_err(|e| io_error(path, e))?;
+        let mut len = [0u8; 8];
+        f.read_exact(&mut len).map_err(|e| io_error(path, e))?;
+        let len = u64::from_le_bytes(len);
+        if len > 100 << 20 {
+            return Err(bad("header larger than 100 MiB"));
+        }
+        let mut header = vec![0u8; len as usize];
+        f.read_exact(&mut header).map_err(|e| io_error(path, e))?;
+        let v: serde_json::Value =
+            serde_json::from_slice(&header).map_err(|e| bad(&e.to_string()))?;
+        let obj = v
+            .as_object()
+            .ok_or_else(|| bad("header is not an object"))?;
+        let mut index = HashMap::new();
+        for (name, info) in obj {
+            if name == "__metadata__" {
+                continue;
+            }
+            let dtype = info["dtype"]
+                .as_str()
+                .ok_or_else(|| bad("dtype"))?
+                .to_string();
+            let shape = info["shape"]
+                .as_array()
+                .ok_or_else(|| bad("shape"))?
+                .iter()
+                .map(|d| d.as_u64().map(|d| d as usize).ok_or_else(|| bad("shape")))
+                .collect::<Result<Vec<_>>>()?;
+            let off = info["data_offsets"]
+                .as_array()
+                .ok_or_else(|| bad("offsets"))?;
+            let (a, b) = match (
+                off.first().and_then(|x| x.as_u64()),
+                off.get(1).and_then(|x| x.as_u64()),
+            ) {
+                (Some(a), Some(b)) if a <= b => (a, b),
+                _ => return Err(bad("offsets")),
+            };
+            index.insert(name.clone(), (dtype, shape, a, b));
+        }
+        Ok(RawFile {
+            path: path.to_path_buf(),
+            data_start: 8 + len,
+            index,
+        })
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &String> {
+        self.index.keys()
+    }
+
+    pub fn read(&self, name: &str) -> Result<RawTensor> {
+        let (dtype, shape, a, b) = self.index.get(name).ok_or_else(|| {
+            ConvertError::Invalid(format!("{}: no `{name}`", self.path.display()))
+        })?;
+        let mut f = File::open(&self.path).map_err(|e| io_error(&self.path, e))?;
+        let mut bytes = vec![0u8; (b - a) as usize];
+        f.seek(SeekFrom::Start(self.data_start + a))
+            .and_then(|_| f.read_exact(&mut bytes))
+            .map_err(|e| io_error(&self.path, e))?;
+        Ok(RawTensor {
+            dtype: dtype.clone(),
+            shape: shape.clone(),
+            bytes,
+        })
+    }
+}
+
+/// MLX's affine dequantization (`mx.dequantize`) of a `[rows, cols]` matrix from its documented
+/// layout: code k of a row is bits `bits·k .. bits·(k+1)` of the row's little-endian uint32
+/// stream; `w = scale·q + bias` with the group's BF16 scale and bias (computed in f32).
+pub fn mlx_dequantize(
+    words: &[u8],
+    scales: &[u8],
+    biases: &[u8],
+    rows: usize,
+    cols: usize,
+    bits: usize,
+    group: usize,
+) -> Result<Vec<f32>> {
+    let wpr = cols * bits / 32;
+    let groups = cols / group;
+    if words.len() != rows * wpr * 4
+        || scales.len() != rows * groups * 2
+        || biases.len() != scales.len()
+    {
+        return Err(ConvertError::Invalid(
+            "MLX tensor sizes do not match the shape".into(),
+        ));
+    }
+    let bf = |b: &[u8], i: usize| half::bf16::from_le_bytes([b[2 * i], b[2 * i + 1]]).to_f32();
+    let mask = (1u32 << bits) - 1;
+    let mut out = vec![0.0f32; rows * cols];
+    for r in 0..rows {
+        for k in 0..cols {
+            let bit = k * bits;
+            let w = r * wpr + bit / 32;
+            let word = u32::from_le_bytes([
+                words[4 * w],
+                words[4 * w + 1],
+                words[4 * w + 2],
+                words[4 * w + 3],
+            ]);
+            let q = (word >> (bit % 32)) & mask;
+            let g = r * groups + k / group;
+            out[r * cols + k] = bf(scales, g) * q as f32 + bf(biases, g);
+        }
+    }
+    Ok(out)
+}

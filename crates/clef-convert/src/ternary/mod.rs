@@ -1,0 +1,268 @@
+//! `clef convert --format ternary`: a Clef release to a clef-ternary-v1 bundle
+//! (formats.md §3–§6). DeltaNet input projections and MLPs become ternary with a BF16 scale per
+//! 64 inputs, DeltaNet `out_proj` and attention q/k/v/o 4-bit affine, every one of them with a
+//! rank-16 CLoQ adapter; `embed_tokens` and `lm_head` become 4-bit; everything else keeps its
+//! release bytes. The default method is layer-sequential GPTQ on calibration records
+//! ([`calibrate`]); `Method::Rtn` is a quick mode without calibration for size and speed runs.
+
+pub mod activations;
+pub mod calibrate;
+pub mod mlx;
+pub mod parts;
+pub mod plan;
+pub mod quant;
+pub mod table;
+
+use crate::error::{ConvertError, Result};
+use crate::progress::Progress;
+use crate::release::Release;
+use clef_engine::{Engine, EngineConfig};
+use clef_model::bundle::BundleWriter;
+use clef_model::checkpoint::writer::{write_safetensors, TensorSpec};
+use parts::PartStore;
+use plan::{PlannedTensor, Role, SizeBreakdown, SourceTensor};
+use quant::{quantize_linear, LinearStats};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+pub use quant::Method;
+
+/// Format name in manifests and metadata.
+pub const FORMAT: &str = "clef-ternary-v1";
+
+/// Settings of one conversion.
+#[derive(Clone, Debug)]
+pub struct TernaryOptions {
+    pub from: PathBuf,
+    pub to: PathBuf,
+    /// Replace an existing bundle.
+    pub force: bool,
+    /// Source revision recorded in the manifest and metadata.
+    pub source_revision: Option<String>,
+    /// Calibration records (JSONL of System One requests); required for GPTQ.
+    pub calib: Option<PathBuf>,
+    /// How many of them to use (the card: 128).
+    pub calib_records: usize,
+    pub method: Method,
+    pub show_progress: bool,
+    /// Bytes of calibration activations kept in memory before spilling to disk.
+    pub activation_budget: u64,
+}
+
+impl TernaryOptions {
+    pub fn new(from: &Path, to: &Path) -> Self {
+        TernaryOptions {
+            from: from.to_path_buf(),
+            to: to.to_path_buf(),
+            force: false,
+            source_revision: None,
+            calib: None,
+            calib_records: 128,
+            method: Method::Gptq,
+            show_progress: false,
+            activation_budget: 4 << 30,
+        }
+    }
+}
+
+/// What a conversion did.
+#[derive(Clone, Debug, Serialize)]
+pub struct TernaryReport {
+    pub method: Method,
+    pub calib_records: usize,
+    pub calib_tokens: usize,
+    /// Records left out of calibration (with images or videos).
+    pub calib_skipped: Vec<String>,
+    pub activations_spilled: bool,
+    pub linears: Vec<LinearStats>,
+    /// Seconds per 4-bit table (`embed_tokens`, `lm_head`).
+    pub tables: Vec<(String, f64)>,
+    pub size: SizeBreakdown,
+    pub seconds: f64,
+}
+
+/// The release's tensors as the planner sees them.
+pub fn source_tensors(release: &Release) -> Vec<SourceTensor> {
+    release
+        .tensors
+        .iter()
+        .map(|t| SourceTensor {
+            name: t.name.clone(),
+            dtype: t.dtype,
+            shape: t.shape.clone(),
+        })
+        .collect()
+}
+
+/// Converts `opts.from` into a clef-ternary-v1 bundle at `opts.to`.
+pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
+    let t0 = Instant::now();
+    if opts.method == Method::Gptq && opts.calib.is_none() {
+        return Err(ConvertError::Invalid(
+            "GPTQ needs calibration records (--calib FILE); --method rtn converts without".into(),
+        ));
+    }
+    if opts.calib_records == 0 {
+        return Err(ConvertError::Invalid(
+            "--calib-records must be at least 1".into(),
+        ));
+    }
+    let release = Release::open(&opts.from)?;
+    let sources = source_tensors(&release);
+    let planned = plan::plan(&sources).map_err(ConvertError::Invalid)?;
+    let meta = plan::metadata(opts.source_revision.as_deref());
+    let size = plan::size(&sources, &planned, &meta);
+
+    let writer = BundleWriter::create(&opts.to, opts.force)?;
+    let mut store = PartStore::create(&writer.dir().join("parts.tmp"))?;
+    let quantized_bytes: u64 = release
+        .tensors
+        .iter()
+        .filter(|t| Role::of(&t.name).is_quantized())
+        .map(|t| t.bytes().len() as u64)
+        .sum();
+    let progress = if opts.show_progress {
+        Progress::new(quantized_bytes, "quantizing")
+    } else {
+        Progress::hidden()
+    };
+    let advance = |bytes: u64| progress.advance(bytes, "");
+
+    let mut report = TernaryReport {
+        method: opts.method,
+        calib_records: 0,
+        calib_tokens: 0,
+        calib_skipped: Vec::new(),
+        activations_spilled: false,
+        linears: Vec::new(),
+        tables: Vec::new(),
+        size,
+        seconds: 0.0,
+    };
+    match (opts.method, &opts.calib) {
+        (Method::Gptq, Some(calib)) => {
+            let mut engine = Engine::load(&opts.from, EngineConfig::default())
+                .map_err(|e| ConvertError::Invalid(format!("{}: {e}", opts.from.display())))?;
+            let set = calibrate::read_calibration(&engine, calib, opts.calib_records)?;
+            report.calib_records = set.ids.len();
+            report.calib_tokens = set.tokens;
+            report.calib_skipped = set.skipped.clone();
+            let outcome = calibrate::quantize_backbone(
+                &mut engine.model.backbone,
+                &set,
+                &mut store,
+                writer.dir(),
+                opts.activation_budget,
+                &advance,
+            )?;
+            report.linears = outcome.stats;
+            report.activations_spilled = outcome.spilled;
+        }
+        _ => {
+            for t in &release.tensors {
+                let role = Role::of(&t.name);
+                if !role.has_adapter() {
+                    continue;
+                }
+                let (rows, cols) = (t.shape[0], t.shape[1]);
+                let w = quant::rows_to_f32(t, 0, rows)?;
+                let q = quantize_linear(
+                    plan::prefix(&t.name),
+                    &w,
+                    rows,
+                    cols,
+                    role,
+                    None,
+                    opts.method,
+                )?;
+                for (name, _, _, bytes) in q.tensors() {
+                    store.append(&name, bytes)?;
+                }
+                report.linears.push(q.stats);
+                t.release();
+                advance(t.bytes().len() as u64);
+            }
+        }
+    }
+    for t in &release.tensors {
+        if Role::of(&t.name) == Role::Affine4Table {
+            let s = table::quantize_table(t, &mut store, &advance)?;
+            report.tables.push((t.name.clone(), s));
+        }
+    }
+    progress.finish();
+    write_model(&release, &planned, &meta, store, writer.dir())?;
+    release.copy_kept_files(&writer, NOTICE)?;
+    writer.finish(
+        FORMAT,
+        Some(release.model_name()),
+        Some(release.source_info(opts.source_revision.clone())),
+        recipe(opts, &report),
+    )?;
+    report.seconds = t0.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+const NOTICE: &str = "Converted from the release with clef.rs into clef-ternary-v1: the DeltaNet \
+input projections (in_proj_qkv, in_proj_z) and every MLP linear are stored as ternary codes with \
+a BF16 scale per 64 inputs, the DeltaNet out_proj and attention q/k/v/o projections as 4-bit \
+affine codes with BF16 scales and biases per 64 inputs, each with a rank-16 low-rank (CLoQ) \
+adapter; embed_tokens and lm_head as 4-bit affine codes. All other tensors, the joint head, the \
+tokenizer and the configuration files are unchanged.\n";
+
+/// The manifest's recipe: the card's string plus what this run did.
+fn recipe(opts: &TernaryOptions, r: &TernaryReport) -> serde_json::Value {
+    let gptq = opts.method == Method::Gptq;
+    serde_json::json!({
+        "scale": "mse",
+        "group": plan::GROUP,
+        "hi_names": plan::HI_NAMES,
+        "hi_bits": 4,
+        "emb_bits": 4,
+        "cloq_rank": plan::CLOQ_RANK,
+        "calib": r.calib_records,
+        "damp": 0.01,
+        "method": if gptq { "gptq" } else { "rtn" },
+        "sequential": if gptq { "true-sequential" } else { "none" },
+        "adapters": if gptq { "cloq" } else { "svd (identity Hessian; no calibration)" },
+        "embeddings": "rtn-mse",
+        "calib_tokens": r.calib_tokens,
+        "calib_skipped_media": r.calib_skipped.len(),
+    })
+}
+
+/// Streams `model.safetensors` in plan order: kept tensors from the release, converted ones
+/// from the part store (whose scratch file is deleted afterwards).
+fn write_model(
+    release: &Release,
+    planned: &[PlannedTensor],
+    meta: &std::collections::BTreeMap<String, String>,
+    store: PartStore,
+    dir: &Path,
+) -> Result<()> {
+    for p in planned.iter().filter(|p| p.role.is_quantized()) {
+        let have = store.bytes_of(&p.spec.name);
+        if have != p.spec.nbytes() as u64 {
+            return Err(ConvertError::Invalid(format!(
+                "converted tensor `{}` has {have} bytes, expected {}",
+                p.spec.name,
+                p.spec.nbytes()
+            )));
+        }
+    }
+    let mut reader = store.into_reader()?;
+    let specs: Vec<TensorSpec> = planned.iter().map(|p| p.spec.clone()).collect();
+    write_safetensors(&dir.join("model.safetensors"), &specs, meta, |i, out| {
+        let p = &planned[i];
+        if p.role.is_quantized() {
+            reader.copy_to(&p.spec.name, out)
+        } else {
+            let t = &release.tensors[p.source];
+            out.write_all(t.bytes())?;
+            t.release();
+            Ok(())
+        }
+    })?;
+    reader.remove()
+}

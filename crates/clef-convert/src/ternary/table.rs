@@ -1,0 +1,48 @@
+//! `embed_tokens` and `lm_head` to 4-bit affine, group 64 (formats.md §3.1: round-to-nearest
+//! per row group with the mse range search, project choice). Tables of a real model hold a
+//! billion weights each, so they are converted in blocks of rows (parallel inside a block) and
+//! appended to the part store: memory stays at one block.
+
+use super::parts::PartStore;
+use super::plan::{prefix, GROUP};
+use super::quant::rows_to_f32;
+use crate::error::{ConvertError, Result};
+use clef_model::tensor::Tensor;
+use clef_quant::quantizer::rtn_quantize;
+use clef_quant::QuantFormat;
+use std::time::Instant;
+
+/// Rows per block: 16 MiB of f32 at width 4096, enough work for every thread.
+const BLOCK_ELEMENTS: usize = 4 << 20;
+
+/// Quantizes table `t` (`[rows, cols]`) into `<p>.q4`, `<p>.scales`, `<p>.biases` of `store`;
+/// `advance(bytes)` reports progress in source bytes. Returns the seconds taken.
+pub fn quantize_table(t: &Tensor, store: &mut PartStore, advance: &dyn Fn(u64)) -> Result<f64> {
+    let t0 = Instant::now();
+    let (rows, cols) = match t.shape.as_slice() {
+        [r, c] if *r > 0 && *c > 0 => (*r, *c),
+        _ => {
+            return Err(ConvertError::Invalid(format!(
+                "`{}` has shape {:?}, expected a matrix",
+                t.name, t.shape
+            )))
+        }
+    };
+    let p = prefix(&t.name);
+    let block = (BLOCK_ELEMENTS / cols).max(1);
+    let mut r0 = 0;
+    while r0 < rows {
+        let n = block.min(rows - r0);
+        let w = rows_to_f32(t, r0, n)?;
+        let q = rtn_quantize(&w, n, cols, QuantFormat::Affine4, GROUP)?;
+        store.append(&format!("{p}.q4"), &q.packed_codes()?)?;
+        let bytes =
+            |v: &[half::bf16]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+        store.append(&format!("{p}.scales"), &bytes(&q.scales))?;
+        store.append(&format!("{p}.biases"), &bytes(&q.biases))?;
+        advance((n * cols * t.dtype.size()) as u64);
+        r0 += n;
+    }
+    t.release();
+    Ok(t0.elapsed().as_secs_f64())
+}
