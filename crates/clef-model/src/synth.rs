@@ -396,15 +396,23 @@ pub fn synthesize(dir: &Path, opts: &SynthOptions) -> Result<u64> {
             &pretty(&real_processor_config()),
         )?,
     }
-    let mut total = write_entries(
-        &dir.join("model.safetensors"),
-        &backbone_tensors(&cfg),
-        opts.seed,
-    )?;
+    write_weights(dir, &cfg, &head, opts.seed)
+}
+
+/// Random weights for the configs already in `dir` (`config.json`, `joint_head_config.json`):
+/// a checkpoint of any custom shape in the release layout. Returns the bytes written.
+pub fn synthesize_from_configs(dir: &Path, seed: u64) -> Result<u64> {
+    let cfg = ModelConfig::from_file(&dir.join("config.json"))?;
+    let head = HeadConfig::from_file(&dir.join("joint_head_config.json"))?;
+    write_weights(dir, &cfg, &head, seed)
+}
+
+fn write_weights(dir: &Path, cfg: &ModelConfig, head: &HeadConfig, seed: u64) -> Result<u64> {
+    let mut total = write_entries(&dir.join("model.safetensors"), &backbone_tensors(cfg), seed)?;
     total += write_entries(
         &dir.join("joint_head.safetensors"),
-        &head_tensors(&head),
-        opts.seed ^ 0x5eed,
+        &head_tensors(head),
+        seed ^ 0x5eed,
     )?;
     Ok(total)
 }

@@ -1,7 +1,7 @@
 //! `clef synth`: write a synthetic checkpoint in the release layout.
 
 use clap::Args;
-use clef_model::synth::{synthesize, Preset, SynthOptions};
+use clef_model::synth::{synthesize, synthesize_from_configs, Preset, SynthOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -9,8 +9,12 @@ use std::process::ExitCode;
 pub struct SynthArgs {
     /// Model shapes: `tiny` (the fixture sizes), `flash` (Clef-Flash 9B widths) or `clef`
     /// (Clef 27B widths).
-    #[arg(long)]
-    pub preset: Preset,
+    #[arg(long, required_unless_present = "from_configs")]
+    pub preset: Option<Preset>,
+    /// Instead of a preset, write random weights for the `config.json` and
+    /// `joint_head_config.json` already in --out (any custom shape).
+    #[arg(long, conflicts_with_all = ["preset", "layers"])]
+    pub from_configs: bool,
     /// Output folder (created if missing).
     #[arg(long)]
     pub out: PathBuf,
@@ -24,13 +28,18 @@ pub struct SynthArgs {
 }
 
 pub fn run(args: SynthArgs) -> anyhow::Result<ExitCode> {
-    let opts = SynthOptions {
-        preset: args.preset,
-        layers: args.layers,
-        seed: args.seed,
-    };
     let t0 = std::time::Instant::now();
-    let bytes = synthesize(&args.out, &opts)?;
+    let bytes = match args.preset {
+        Some(preset) if !args.from_configs => synthesize(
+            &args.out,
+            &SynthOptions {
+                preset,
+                layers: args.layers,
+                seed: args.seed,
+            },
+        )?,
+        _ => synthesize_from_configs(&args.out, args.seed)?,
+    };
     eprintln!(
         "wrote {} ({:.2} GB of weights) in {:.1} s; its answers are random",
         args.out.display(),
