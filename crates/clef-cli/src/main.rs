@@ -41,6 +41,8 @@ enum Command {
     Synth(commands::synth::SynthArgs),
     /// Check a bundle's files against its manifest (sizes and SHA-256).
     Verify(commands::verify::VerifyArgs),
+    /// Show what a model folder holds; the ANE program plan and MIL texts of a LUT-6 bundle.
+    Inspect(commands::inspect::InspectArgs),
     /// Measure prefill throughput, time per stage and peak memory on a model.
     Bench(commands::bench::BenchArgs),
 }
@@ -67,6 +69,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => commands::serve::run(args),
         Command::Synth(args) => commands::synth::run(args),
         Command::Verify(args) => commands::verify::run(args),
+        Command::Inspect(args) => commands::inspect::run(args),
         Command::Bench(args) => commands::bench::run(args, threads),
     };
     match result {

@@ -10,6 +10,12 @@ pub enum ConvertError {
     Invalid(String),
     #[error("calibration: {0}")]
     Calibration(String),
+    #[error("{path}: {source}")]
+    Io {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 pub type Result<T, E = ConvertError> = std::result::Result<T, E>;

@@ -4,6 +4,7 @@
 //! folder and renames it into place at the end, with a manifest of sizes and SHA-256.
 
 pub mod error;
+pub mod lut6;
 pub mod plain;
 pub mod progress;
 pub mod release;

@@ -25,6 +25,9 @@ pub struct EngineConfig {
     pub run: RunOptions,
     /// Patch rows per vision slab (1,024, as the ANE programs run).
     pub slab_rows: usize,
+    /// Let the loaded model's backend lower `media.max_image_pixels` (a LUT-6 bundle caps
+    /// images at 262,144 px, formats.md §2.9); false when the limit was set explicitly.
+    pub model_image_cap: bool,
 }
 
 impl Default for EngineConfig {
@@ -34,6 +37,7 @@ impl Default for EngineConfig {
             media: MediaLimits::default(),
             run: RunOptions::default(),
             slab_rows: 1024,
+            model_image_cap: true,
         }
     }
 }
@@ -108,13 +112,21 @@ pub fn softmax_f32(logits: &[f32]) -> Vec<f32> {
 pub fn model_error(e: ModelError) -> ApiError {
     match e {
         ModelError::Cancelled => ApiError::deadline(),
+        // FP16 emulation of the ANE vision programs: refused, never answered (formats.md §2.9)
+        ModelError::Fp16Overflow(_) => ApiError::invalid(e.to_string()),
         other => ApiError::internal(other.to_string()),
     }
 }
 
 impl Engine {
-    pub fn load(dir: &Path, config: EngineConfig) -> Result<Engine, LoadError> {
+    pub fn load(dir: &Path, mut config: EngineConfig) -> Result<Engine, LoadError> {
         let model = Model::load(dir)?;
+        if config.model_image_cap && model.format.as_deref() == Some(clef_model::ane::FORMAT) {
+            config.media.max_image_pixels = config
+                .media
+                .max_image_pixels
+                .min(clef_model::ane::MAX_IMAGE_PIXELS);
+        }
         let encoder = Encoder::from_path(dir).map_err(|e| LoadError::Tokenizer(e.to_string()))?;
         let pc = dir.join("processor_config.json");
         let processor = if pc.is_file() {
@@ -241,8 +253,13 @@ impl Engine {
                 },
             })
             .collect();
+        // in FP16 mode the vision tower also runs with FP16 activations, as on the ANE
+        let precision = clef_model::ane::Precision {
+            activations: self.config.run.activations,
+            ..Default::default()
+        };
         let outputs = tower
-            .forward(&items, self.config.slab_rows)
+            .forward_with(&items, self.config.slab_rows, &precision)
             .map_err(model_error)?;
         let hidden = self.model.hidden();
         let merge = tower.config().spatial_merge_size;

@@ -42,6 +42,9 @@ pub enum ModelError {
     Input(String),
     #[error("inference produced a non-finite value in {0}")]
     NonFinite(String),
+    /// FP16 activation emulation overflowed (formats.md §2.9: refused, never answered).
+    #[error("FP16 overflow in {0}")]
+    Fp16Overflow(String),
     #[error("cancelled")]
     Cancelled,
 }

@@ -1,6 +1,7 @@
 //! Clef model loading and inference: configuration, memory-mapped checkpoints, the Qwen3.5
 //! hybrid backbone with chunked prefill, and the joint schema head.
 
+pub mod ane;
 pub mod backbone;
 pub mod bench;
 pub mod bundle;

@@ -6,6 +6,7 @@
 use crate::checkpoint::TensorSet;
 use crate::error::{ModelError, Result};
 use crate::tensor::Tensor;
+use clef_kernels::formats::lut6::Lut6View;
 use clef_kernels::formats::{affine4, affine4::Affine4View, ternary, ternary::TernaryView};
 use clef_kernels::{matmul, matmul_bias, matmul_panels};
 use std::cell::RefCell;
@@ -14,6 +15,9 @@ use std::cell::RefCell;
 pub enum LinearWeight {
     /// A dense matrix in its stored dtype (bf16, f16, f32), expanded panel by panel.
     Dense(Tensor),
+    /// LUT-6 (formats.md §2.3): the packed 6-bit indices (a window of the bundle's
+    /// `weight.bin`) and one 64-entry table per 16 rows, widened from FP16 to f32 at load.
+    Lut6(Box<crate::ane::bundle::Lut6Weight>),
     /// clef-ternary-v1 ternary (formats.md §3.3), plus its CLoQ adapter.
     Ternary(Box<TernaryWeight>),
     /// clef-ternary-v1 4-bit affine (formats.md §3.4), plus its CLoQ adapter.
@@ -166,6 +170,7 @@ impl LinearWeight {
     pub fn name(&self) -> &str {
         match self {
             LinearWeight::Dense(t) => &t.name,
+            LinearWeight::Lut6(w) => &w.indices.name,
             LinearWeight::Ternary(w) => &w.trits.name,
             LinearWeight::Affine4(w) => &w.codes.name,
         }
@@ -177,6 +182,11 @@ impl LinearWeight {
             LinearWeight::Dense(t) => {
                 let w = t.matrix()?;
                 matmul(x, m, &w, y);
+            }
+            LinearWeight::Lut6(lw) => {
+                let w = Lut6View::new(lw.rows, lw.cols, lw.indices.bytes(), &lw.tables)
+                    .map_err(|e| ModelError::Input(format!("{}: {e}", lw.indices.name)))?;
+                matmul_panels(x, m, &w, y);
             }
             LinearWeight::Ternary(w) => {
                 let view = ternary_view(&w.trits, &w.scales, w.rows, w.cols)?;
@@ -199,6 +209,7 @@ impl LinearWeight {
     fn release(&self) {
         match self {
             LinearWeight::Dense(t) => t.release(),
+            LinearWeight::Lut6(w) => w.indices.release(),
             LinearWeight::Ternary(w) => {
                 w.trits.release();
                 w.scales.release();
@@ -234,6 +245,19 @@ impl Linear {
         cols: usize,
         bias: bool,
     ) -> Result<Self> {
+        if let Some(weight) = crate::ane::bundle::take_lut6_weight(set, prefix, rows, cols)? {
+            let bias = if bias {
+                Some(set.take(&format!("{prefix}.bias"), &[rows])?.to_f32()?)
+            } else {
+                None
+            };
+            return Ok(Linear {
+                weight,
+                bias,
+                rows,
+                cols,
+            });
+        }
         if let Some(weight) = Self::take_ternary_v1(set, prefix, rows, cols)? {
             let bias = if bias {
                 Some(set.take(&format!("{prefix}.bias"), &[rows])?.to_f32()?)

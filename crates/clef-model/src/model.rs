@@ -1,6 +1,7 @@
 //! A loaded Clef model: backbone, joint schema head and the `lm_head` rows the head gathers.
 //! `score` runs one prompt from token ids (plus optional media rows) to option logits.
 
+use crate::ane::precision::{Activations, Precision};
 use crate::backbone::rope::Positions;
 use crate::backbone::state::Scratch;
 use crate::backbone::Backbone;
@@ -31,6 +32,8 @@ pub struct RunOptions {
     /// Rows per prefill call (128 by default, as the ANE artifact runs).
     pub chunk_size: usize,
     pub order: PrefillOrder,
+    /// f32 (default) or the FP16 emulation of the ANE programs (formats.md §2.8).
+    pub activations: Activations,
 }
 
 impl Default for RunOptions {
@@ -38,6 +41,7 @@ impl Default for RunOptions {
         RunOptions {
             chunk_size: 128,
             order: PrefillOrder::ChunkMajor,
+            activations: Activations::F32,
         }
     }
 }
@@ -72,12 +76,22 @@ pub struct Model {
     pub head: JointHead,
     pub lm_head: RowTable,
     pub vision: Option<VisionTower>,
+    /// The bundle manifest's `format` (`clef-lut6-v1`, `bf16`, ...); None for a release.
+    pub format: Option<String>,
+    /// Per-layer MLP down-projection scales of the FP16 programs (LUT-6 bundles; else empty).
+    pub down_scales: Vec<f32>,
 }
 
 impl Model {
     /// Load a release folder (or a bundle in the same layout).
     pub fn load(dir: &Path) -> Result<Model> {
-        crate::bundle::check_sizes(dir)?;
+        let manifest = crate::bundle::check_sizes(dir)?;
+        let format = manifest.map(|m| m.format);
+        let down_scales = if format.as_deref() == Some(crate::ane::FORMAT) {
+            crate::ane::programs::ProgramsFile::load(dir)?.down_scales
+        } else {
+            Vec::new()
+        };
         let config = ModelConfig::from_file(&dir.join("config.json"))?;
         let head_config = HeadConfig::from_file(&dir.join("joint_head_config.json"))?;
         if head_config.hidden_size != config.text_config.hidden_size {
@@ -115,6 +129,8 @@ impl Model {
             head,
             lm_head,
             vision,
+            format,
+            down_scales,
         })
     }
 
@@ -178,7 +194,14 @@ impl Model {
         };
         let mut stream = HeadStream::new(&self.head, &prompt.layout)?;
         let mut state = self.backbone.new_state(len);
-        let mut scratch = Scratch::default();
+        let mut scratch = Scratch {
+            precision: Precision {
+                activations: opts.activations,
+                down_scales: self.down_scales.clone(),
+                mlp_peaks: None,
+            },
+            ..Default::default()
+        };
 
         let embed_rows = |start: usize, n: usize, x: &mut [f32]| -> Result<()> {
             self.backbone

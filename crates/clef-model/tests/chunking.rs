@@ -22,6 +22,7 @@ fn probabilities_do_not_depend_on_chunk_size_or_order() {
         let opts = RunOptions {
             chunk_size: chunk,
             order,
+            ..Default::default()
         };
         let (logits, _) = model.score(&prompt, &opts, &|| false).unwrap();
         logits.iter().map(|l| softmax(l)).collect()

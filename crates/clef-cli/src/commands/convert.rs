@@ -2,7 +2,9 @@
 //! `lut6` (the Clef-ANE-LUT6 recipe) and `ternary` (clef-ternary-v1).
 
 use clap::{Args, ValueEnum};
+use clef_convert::lut6::{convert_lut6, Lut6Options};
 use clef_convert::plain::{convert_plain, PlainFormat};
+use clef_convert::ternary::{convert_ternary, Method, TernaryOptions};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -13,6 +15,31 @@ pub enum Format {
     Bf16,
     Lut6,
     Ternary,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum LutClustering {
+    ExactDp,
+    Lloyd,
+}
+
+impl From<LutClustering> for clef_quant::lut6::ClusterMode {
+    fn from(c: LutClustering) -> Self {
+        match c {
+            LutClustering::ExactDp => clef_quant::lut6::ClusterMode::ExactDp,
+            LutClustering::Lloyd => clef_quant::lut6::ClusterMode::Lloyd,
+        }
+    }
+}
+
+/// How clef-ternary-v1 rounds weights.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum TernaryMethod {
+    /// Layer-sequential GPTQ on the calibration records, CLoQ adapters (the card's recipe).
+    Gptq,
+    /// Round-to-nearest, no calibration; adapters from the plain SVD of W − Q (quick mode for
+    /// size and speed runs).
+    Rtn,
 }
 
 #[derive(Args)]
@@ -35,12 +62,23 @@ pub struct ConvertArgs {
     /// LUT-6: palettize text linears with at least this many weights (the card's rule).
     #[arg(long, default_value_t = 1_048_576)]
     pub lut_threshold: usize,
-    /// Ternary: calibration records (JSONL of System One requests, as `clef eval` reads).
+    /// LUT-6: table clustering, exact optimal 1-D k-means (what coremltools' palettizer
+    /// computes) or the card's literal recipe (40 Lloyd rounds from quantile/linspace seeds).
+    #[arg(long, value_enum, default_value_t = LutClustering::ExactDp)]
+    pub lut_clustering: LutClustering,
+    /// Calibration records (JSONL of System One requests, as `clef eval` reads): ternary GPTQ
+    /// and CLoQ; LUT-6 FP16 down-projection scales (without them, s = 1).
     #[arg(long)]
     pub calib: Option<PathBuf>,
     /// Ternary: how many calibration records to use.
     #[arg(long, default_value_t = 128)]
     pub calib_records: usize,
+    /// Ternary: GPTQ with calibration (default) or round-to-nearest without.
+    #[arg(long, value_enum, default_value_t = TernaryMethod::Gptq)]
+    pub method: TernaryMethod,
+    /// Ternary: GiB of calibration activations kept in memory before spilling to disk.
+    #[arg(long, default_value_t = 4.0)]
+    pub calib_memory_gib: f64,
 }
 
 pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
@@ -62,8 +100,81 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
                 progress,
             )?;
         }
-        Format::Lut6 | Format::Ternary => {
-            anyhow::bail!("--format {:?} is not available in this build", args.format)
+        Format::Lut6 => {
+            let opts = Lut6Options {
+                threshold: args.lut_threshold as u64,
+                clustering: args.lut_clustering.into(),
+                force: args.force,
+                revision: args.source_revision.clone(),
+                show_progress: progress,
+                calib: args.calib.clone(),
+                calib_records: args.calib_records,
+                on_tensor: None,
+            };
+            let r = convert_lut6(&args.from, &args.to, &opts)?;
+            eprintln!(
+                "LUT-6: {} tensors ({:.3} B weights) in {:.3} GiB, {} FP16 text tensors, {} ANE programs; down-projection scales: {}",
+                r.lut.tensors,
+                r.lut.weights as f64 / 1e9,
+                r.lut.bytes as f64 / (1u64 << 30) as f64,
+                r.fp16_text.tensors,
+                r.programs,
+                r.down_scale_source
+            );
+        }
+        Format::Ternary => {
+            if args.calib_memory_gib.is_nan() || args.calib_memory_gib < 0.0 {
+                anyhow::bail!("--calib-memory-gib must be a non-negative number");
+            }
+            let mut opts = TernaryOptions::new(&args.from, &args.to);
+            opts.force = args.force;
+            opts.source_revision = args.source_revision.clone();
+            opts.calib = args.calib.clone();
+            opts.calib_records = args.calib_records;
+            opts.method = match args.method {
+                TernaryMethod::Gptq => Method::Gptq,
+                TernaryMethod::Rtn => Method::Rtn,
+            };
+            opts.show_progress = progress;
+            opts.activation_budget = (args.calib_memory_gib * (1u64 << 30) as f64) as u64;
+            let r = convert_ternary(&opts)?;
+            let mb = |b: u64| b as f64 / 1e6;
+            eprintln!(
+                "clef-ternary-v1 ({:?}): {} linears, calibration {} records / {} tokens{}; model.safetensors {:.3} GB \
+                 (ternary {:.3}, 4-bit linears {:.3}, tables {:.3}, adapters {:.3}, vision {:.3}, other {:.3})",
+                r.method,
+                r.linears.len(),
+                r.calib_records,
+                r.calib_tokens,
+                if r.calib_skipped.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({} with media skipped)", r.calib_skipped.len())
+                },
+                mb(r.size.total),
+                mb(r.size.ternary.1),
+                mb(r.size.affine4_linears.1),
+                mb(r.size.tables.1),
+                mb(r.size.adapters.1),
+                mb(r.size.vision.1),
+                mb(r.size.other.1),
+            );
+            for (name, s) in &r.tables {
+                eprintln!("  {name}: 4-bit in {s:.1} s");
+            }
+            let errs: Vec<_> = r
+                .linears
+                .iter()
+                .filter_map(|l| Some((l.rel_error?, l.rel_error_adapter?)))
+                .collect();
+            if !errs.is_empty() {
+                let n = errs.len() as f64;
+                eprintln!(
+                    "  calibration-weighted relative error, mean over linears: {:.4} after GPTQ, {:.4} with CLoQ adapters",
+                    errs.iter().map(|e| e.0).sum::<f64>() / n,
+                    errs.iter().map(|e| e.1).sum::<f64>() / n
+                );
+            }
         }
     }
     eprintln!(

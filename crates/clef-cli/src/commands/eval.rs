@@ -101,6 +101,11 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
         Some(dir) => {
             let mut engine_args = args.engine.clone();
             engine_args.model = dir.clone();
+            // the reference is the f32 model whatever the compared model's activation mode
+            engine_args.activations = super::settings::ActivationsArg::F32;
+            // and sees images resized exactly as the compared model does (a LUT-6 bundle
+            // lowers the budget to 262,144 px)
+            engine_args.max_image_pixels = Some(model.config.media.max_image_pixels);
             Some(Engine::load(dir, engine_args.config(limits)?)?)
         }
         None => None,

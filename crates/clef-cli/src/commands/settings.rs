@@ -19,9 +19,14 @@ pub struct EngineArgs {
     /// model larger than RAM can run (slower; activations grow with the prompt).
     #[arg(long, env = "CLEF_LOW_MEMORY")]
     pub low_memory: bool,
-    /// Largest image area after resizing, in pixels (1,024 tokens at the default).
-    #[arg(long, default_value_t = 1_048_576, env = "CLEF_MAX_IMAGE_PIXELS")]
-    pub max_image_pixels: u64,
+    /// Largest image area after resizing, in pixels (default 1,048,576 = 1,024 tokens;
+    /// 262,144 for a LUT-6 bundle, whose vision programs take 1,024 patches).
+    #[arg(long, env = "CLEF_MAX_IMAGE_PIXELS")]
+    pub max_image_pixels: Option<u64>,
+    /// Activation precision: f32, or fp16 to predict what the ANE programs compute (FP16
+    /// activations at op boundaries, scaled down-projection input and attention probabilities).
+    #[arg(long, value_enum, default_value_t = ActivationsArg::F32, env = "CLEF_ACTIVATIONS")]
+    pub activations: ActivationsArg,
     /// Largest prompt in tokens.
     #[arg(long, env = "CLEF_MAX_CONTEXT")]
     pub max_context: Option<usize>,
@@ -44,11 +49,30 @@ impl EngineArgs {
                 } else {
                     PrefillOrder::ChunkMajor
                 },
+                activations: self.activations.into(),
             },
             ..Default::default()
         };
-        cfg.media.max_image_pixels = self.max_image_pixels;
+        if let Some(px) = self.max_image_pixels {
+            cfg.media.max_image_pixels = px;
+            cfg.model_image_cap = false;
+        }
         Ok(cfg)
+    }
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
+pub enum ActivationsArg {
+    F32,
+    Fp16,
+}
+
+impl From<ActivationsArg> for clef_model::ane::Activations {
+    fn from(a: ActivationsArg) -> Self {
+        match a {
+            ActivationsArg::F32 => clef_model::ane::Activations::F32,
+            ActivationsArg::Fp16 => clef_model::ane::Activations::Fp16,
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 //! q/k norms, partial M-RoPE, grouped-query causal attention over the KV cache, sigmoid output
 //! gate, output projection.
 
+use crate::ane::precision::attention_fp16;
 use crate::checkpoint::TensorSet;
 use crate::config::TextConfig;
 use crate::error::Result;
@@ -93,6 +94,7 @@ impl Attention {
         let (hq, hkv, d) = (self.heads, self.kv_heads, self.head_dim);
         let packed = sized(&mut s.a, n * self.q_proj.rows);
         self.q_proj.forward(x, n, packed)?;
+        s.precision.round_activations(packed);
 
         // Unpack per head: [query (d) | gate (d)] when gated.
         let q = sized(&mut s.b, n * hq * d);
@@ -111,14 +113,18 @@ impl Attention {
         let qn = sized(&mut s.d, n * hq * d);
         rms_norm(q, d, &self.q_norm, self.eps, true, qn);
         rope.apply(qn, n, hq, d, cos, sin);
+        s.precision.round_activations(qn);
 
         let k = sized(&mut s.e, n * hkv * d);
         self.k_proj.forward(x, n, k)?;
+        s.precision.round_activations(k);
         let kn = sized(&mut s.f, n * hkv * d);
         rms_norm(k, d, &self.k_norm, self.eps, true, kn);
         rope.apply(kn, n, hkv, d, cos, sin);
+        s.precision.round_activations(kn);
         let v = sized(&mut s.g, n * hkv * d);
         self.v_proj.forward(x, n, v)?;
+        s.precision.round_activations(v);
 
         cache.k.extend_from_slice(kn);
         cache.v.extend_from_slice(v);
@@ -126,14 +132,32 @@ impl Attention {
 
         let attn = sized(&mut s.mixer_out, n * hq * d);
         let scale = 1.0 / (d as f32).sqrt();
-        causal_attention(
-            qn, &cache.k, &cache.v, n, cache.len, hq, hkv, d, scale, attn,
-        );
+        if s.precision.is_fp16() {
+            // FP16 probabilities scaled by 16 before the product with V (formats.md §2.8)
+            attention_fp16(
+                qn,
+                &cache.k,
+                &cache.v,
+                n,
+                cache.len,
+                hq,
+                hkv,
+                d,
+                scale,
+                Some(cache.len - n),
+                attn,
+            );
+        } else {
+            causal_attention(
+                qn, &cache.k, &cache.v, n, cache.len, hq, hkv, d, scale, attn,
+            );
+        }
         if self.gated {
             for (a, g) in attn.iter_mut().zip(gate.iter()) {
                 *a *= sigmoid(*g);
             }
         }
+        s.precision.round_activations(attn);
         self.o_proj.forward(attn, n, out)
     }
 

@@ -6,7 +6,9 @@ use crate::checkpoint::TensorSet;
 use crate::config::TextConfig;
 use crate::error::Result;
 use crate::linear::Linear;
-use clef_kernels::{gated_delta_rule, l2_normalize, sigmoid, silu, softplus, DeltaNetDims};
+use clef_kernels::{
+    gated_delta_rule, l2_normalize, rms_norm_gated, sigmoid, silu_in_place, softplus, DeltaNetDims,
+};
 
 use super::state::{sized, DeltaNetState, Scratch};
 
@@ -16,7 +18,8 @@ pub struct DeltaNet {
     pub in_proj_b: Linear,
     pub in_proj_a: Linear,
     pub out_proj: Linear,
-    /// Depthwise conv kernel `[conv_dim, kernel]`.
+    /// Depthwise conv kernel, tap-major `[kernel, conv_dim]` so the conv runs over contiguous
+    /// channels.
     conv: Vec<f32>,
     /// `-exp(A_log)` per value head, precomputed as the reference does in f32.
     neg_a: Vec<f32>,
@@ -40,9 +43,15 @@ impl DeltaNet {
         let value_dim = dims.v_heads * dims.dv;
         let conv_dim = 2 * key_dim + value_dim;
         let k = t.linear_conv_kernel_dim;
-        let conv = set
+        let stored = set
             .take(&format!("{prefix}.conv1d.weight"), &[conv_dim, 1, k])?
             .to_f32()?;
+        let mut conv = vec![0.0f32; conv_dim * k];
+        for c in 0..conv_dim {
+            for j in 0..k {
+                conv[j * conv_dim + c] = stored[c * k + j];
+            }
+        }
         let a_log = set
             .take(&format!("{prefix}.A_log"), &[dims.v_heads])?
             .to_f32()?;
@@ -97,33 +106,43 @@ impl DeltaNet {
         ext[..hist * conv_dim].copy_from_slice(&state.conv);
         self.in_proj_qkv
             .forward(x, n, &mut ext[hist * conv_dim..])?;
+        s.precision.round_activations(&mut ext[hist * conv_dim..]);
         let z = sized(&mut s.b, n * value_dim);
         self.in_proj_z.forward(x, n, z)?;
+        s.precision.round_activations(z);
         let braw = sized(&mut s.c, n * d.v_heads);
         self.in_proj_b.forward(x, n, braw)?;
+        s.precision.round_activations(braw);
         let araw = sized(&mut s.d, n * d.v_heads);
         self.in_proj_a.forward(x, n, araw)?;
+        s.precision.round_activations(araw);
 
-        // Causal depthwise conv + SiLU, split straight into q, k, v.
+        // Causal depthwise conv (taps over the carried history), SiLU, then split into q, k, v.
+        let y = sized(&mut s.h, n * conv_dim);
+        for t in 0..n {
+            let out = &mut y[t * conv_dim..(t + 1) * conv_dim];
+            for (j, w) in self.conv.chunks_exact(conv_dim).enumerate() {
+                let src = &ext[(t + j) * conv_dim..(t + j + 1) * conv_dim];
+                if j == 0 {
+                    for ((o, wv), xv) in out.iter_mut().zip(w).zip(src) {
+                        *o = wv * xv;
+                    }
+                } else {
+                    for ((o, wv), xv) in out.iter_mut().zip(w).zip(src) {
+                        *o += wv * xv;
+                    }
+                }
+            }
+        }
+        silu_in_place(y);
         let q = sized(&mut s.e, n * key_dim);
         let k = sized(&mut s.f, n * key_dim);
         let v = sized(&mut s.g, n * value_dim);
         for t in 0..n {
-            for c in 0..conv_dim {
-                let w = &self.conv[c * self.kernel..(c + 1) * self.kernel];
-                let mut acc = 0.0f32;
-                for (j, wj) in w.iter().enumerate() {
-                    acc += wj * ext[(t + j) * conv_dim + c];
-                }
-                let y = silu(acc);
-                if c < key_dim {
-                    q[t * key_dim + c] = y;
-                } else if c < 2 * key_dim {
-                    k[t * key_dim + c - key_dim] = y;
-                } else {
-                    v[t * value_dim + c - 2 * key_dim] = y;
-                }
-            }
+            let row = &y[t * conv_dim..(t + 1) * conv_dim];
+            q[t * key_dim..(t + 1) * key_dim].copy_from_slice(&row[..key_dim]);
+            k[t * key_dim..(t + 1) * key_dim].copy_from_slice(&row[key_dim..2 * key_dim]);
+            v[t * value_dim..(t + 1) * value_dim].copy_from_slice(&row[2 * key_dim..]);
         }
         state
             .conv
@@ -135,6 +154,8 @@ impl DeltaNet {
         for qv in q.iter_mut() {
             *qv *= scale;
         }
+        s.precision.round_activations(q);
+        s.precision.round_activations(k);
 
         // Gates, per token and value head (f32): decay g = -exp(A_log)·softplus(a + dt_bias),
         // write strength β = σ(b). Reuse the raw buffers in place.
@@ -145,19 +166,19 @@ impl DeltaNet {
                 braw[i] = sigmoid(braw[i]);
             }
         }
+        s.precision.round_activations(araw);
+        s.precision.round_activations(braw);
 
         let o = sized(&mut s.mixer_out, n * value_dim);
         gated_delta_rule(q, k, v, araw, braw, n, d, &mut state.ssm, o);
+        // the recurrent state is an FP16 program output between calls
+        s.precision.round_activations(&mut state.ssm);
+        s.precision.round_activations(o);
 
         // Gated RMSNorm per value head: w · RMSNorm(o) · SiLU(z), plain weight.
-        for (oh, zh) in o.chunks_exact_mut(d.dv).zip(z.chunks_exact(d.dv)) {
-            let ms = oh.iter().map(|v| v * v).sum::<f32>() / d.dv as f32;
-            let inv = 1.0 / (ms + self.eps).sqrt();
-            for ((ov, w), zv) in oh.iter_mut().zip(&self.norm).zip(zh) {
-                *ov = w * (*ov * inv) * silu(*zv);
-            }
-        }
-        self.out_proj.forward(o, n, out)
+        let normed = sized(&mut s.a, n * value_dim);
+        rms_norm_gated(o, z, d.dv, &self.norm, self.eps, normed);
+        self.out_proj.forward(normed, n, out)
     }
 
     pub fn release(&self) {

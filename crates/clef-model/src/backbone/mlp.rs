@@ -1,9 +1,10 @@
 //! SwiGLU feed-forward: `down(SiLU(gate x) ⊙ up x)`.
 
+use crate::ane::precision::Precision;
 use crate::checkpoint::TensorSet;
 use crate::error::Result;
 use crate::linear::Linear;
-use clef_kernels::silu;
+use clef_kernels::swiglu_in_place;
 
 use super::state::sized;
 
@@ -30,15 +31,42 @@ impl Mlp {
         gate_buf: &mut Vec<f32>,
         up_buf: &mut Vec<f32>,
     ) -> Result<()> {
+        self.forward_with(x, n, out, gate_buf, up_buf, &mut Precision::default(), 0)
+    }
+
+    /// [`Mlp::forward`] with the activation-precision hooks of layer `layer`: FP16 rounding of
+    /// the intermediates and the down-projection input scale (formats.md §2.8), and the
+    /// calibration of that scale. In f32 mode the result is identical to `forward`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_with(
+        &self,
+        x: &[f32],
+        n: usize,
+        out: &mut [f32],
+        gate_buf: &mut Vec<f32>,
+        up_buf: &mut Vec<f32>,
+        precision: &mut Precision,
+        layer: usize,
+    ) -> Result<()> {
         let inter = self.gate.rows;
         let gate = sized(gate_buf, n * inter);
         self.gate.forward(x, n, gate)?;
+        precision.round_activations(gate);
         let up = sized(up_buf, n * inter);
         self.up.forward(x, n, up)?;
-        for (g, u) in gate.iter_mut().zip(up.iter()) {
-            *g = silu(*g) * u;
+        precision.round_activations(up);
+        swiglu_in_place(gate, up);
+        precision.observe_mlp(layer, gate);
+        let s = precision.down_scale(layer);
+        if s != 1.0 {
+            gate.iter_mut().for_each(|g| *g *= s);
         }
-        self.down.forward(gate, n, out)
+        precision.round_activations(gate);
+        self.down.forward(gate, n, out)?;
+        if s != 1.0 {
+            out.iter_mut().for_each(|o| *o /= s);
+        }
+        Ok(())
     }
 
     pub fn release(&self) {

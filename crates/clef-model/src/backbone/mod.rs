@@ -150,8 +150,11 @@ impl Backbone {
         let mut normed = std::mem::take(&mut s.normed);
         let mut mixed = std::mem::take(&mut s.block_out);
         let result = (|| {
+            // FP16 emulation: program inputs/outputs and op boundaries in FP16 (no-op in f32)
+            s.precision.round_activations(x);
             let xn = sized(&mut normed, n * h);
             rms_norm(x, h, &layer.input_norm, self.eps, true, xn);
+            s.precision.round_activations(xn);
             let out = sized(&mut mixed, n * h);
             match (&layer.mixer, &mut state.layers[li]) {
                 (Mixer::DeltaNet(m), LayerState::DeltaNet(st)) => m.forward(xn, n, st, out, s)?,
@@ -171,14 +174,21 @@ impl Backbone {
                     )))
                 }
             }
+            s.precision.round_activations(out);
             for (xv, o) in x.iter_mut().zip(out.iter()) {
                 *xv += o;
             }
+            s.precision.round_activations(x);
             rms_norm(x, h, &layer.post_norm, self.eps, true, xn);
-            layer.mlp.forward(xn, n, out, &mut s.d, &mut s.e)?;
+            s.precision.round_activations(xn);
+            layer
+                .mlp
+                .forward_with(xn, n, out, &mut s.d, &mut s.e, &mut s.precision, li)?;
+            s.precision.round_activations(out);
             for (xv, o) in x.iter_mut().zip(out.iter()) {
                 *xv += o;
             }
+            s.precision.round_activations(x);
             Ok(())
         })();
         s.normed = normed;

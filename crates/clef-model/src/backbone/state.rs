@@ -56,6 +56,9 @@ pub struct Scratch {
     pub e: Vec<f32>,
     pub f: Vec<f32>,
     pub g: Vec<f32>,
+    pub h: Vec<f32>,
+    /// Activation precision of the run (FP16 emulation hooks; f32 by default).
+    pub precision: crate::ane::precision::Precision,
 }
 
 /// Resize `v` to `len` and hand it out. Contents are unspecified; callers overwrite.

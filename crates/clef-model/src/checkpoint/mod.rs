@@ -169,6 +169,9 @@ pub fn backbone_files(dir: &Path) -> Result<Vec<PathBuf>> {
 /// Open every backbone shard of a release folder. A tensor the index names but no shard holds
 /// surfaces as a missing tensor when the model takes it.
 pub fn open_backbone(dir: &Path) -> Result<TensorSet> {
+    if let Some(set) = crate::ane::bundle::open_lut6(dir)? {
+        return Ok(set);
+    }
     let mut set = TensorSet::new();
     for f in backbone_files(dir)? {
         set.add_file(&f)?;

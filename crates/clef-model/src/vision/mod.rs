@@ -9,12 +9,13 @@
 pub mod pos_embed;
 pub mod rope2d;
 
+use crate::ane::precision::{attention_fp16, Precision};
 use crate::checkpoint::TensorSet;
 use crate::config::VisionConfig;
 use crate::error::{ModelError, Result};
 use crate::head::Norm;
 use crate::linear::Linear;
-use clef_kernels::{attention, gelu_erf, gelu_tanh, layer_norm};
+use clef_kernels::{attention, gelu_erf_in_place, gelu_tanh_in_place, layer_norm};
 use rope2d::VisionRope;
 
 const PREFIX: &str = "model.visual";
@@ -203,6 +204,18 @@ impl VisionTower {
     /// Merged embeddings of every item, `[patches/4, out_hidden]` each, computing
     /// `slab_rows` patch rows at a time.
     pub fn forward(&self, items: &[VisionItem], slab_rows: usize) -> Result<Vec<Vec<f32>>> {
+        self.forward_with(items, slab_rows, &Precision::default())
+    }
+
+    /// [`VisionTower::forward`] with an activation precision. In FP16 mode (the ANE's vision
+    /// programs, formats.md §2.9) every block runs with FP16 activations and a non-finite value
+    /// in a block's output is refused with [`ModelError::Fp16Overflow`].
+    pub fn forward_with(
+        &self,
+        items: &[VisionItem],
+        slab_rows: usize,
+        precision: &Precision,
+    ) -> Result<Vec<Vec<f32>>> {
         let pd = self.patch_dim();
         let m2 = self.cfg.spatial_merge_size * self.cfg.spatial_merge_size;
         let mut lengths = Vec::new();
@@ -233,7 +246,7 @@ impl VisionTower {
             .map(|it| vec![0.0; it.grid.patches() / m2 * out_dim])
             .collect();
         for slab in pack_slabs(&lengths, slab_rows.max(1)) {
-            let merged = self.run_slab(items, &slab)?;
+            let merged = self.run_slab(items, &slab, precision)?;
             let mut off = 0;
             for seg in &slab {
                 let rows = seg.len / m2;
@@ -246,7 +259,12 @@ impl VisionTower {
         Ok(outputs)
     }
 
-    fn run_slab(&self, items: &[VisionItem], slab: &[SlabSegment]) -> Result<Vec<f32>> {
+    fn run_slab(
+        &self,
+        items: &[VisionItem],
+        slab: &[SlabSegment],
+        precision: &Precision,
+    ) -> Result<Vec<f32>> {
         let d = self.cfg.hidden_size;
         let pd = self.patch_dim();
         let heads = self.cfg.num_heads;
@@ -269,9 +287,13 @@ impl VisionTower {
         }
         let (cos, sin) = self.rope.tables(&coords);
         let mut normed = vec![0.0f32; n * d];
-        for b in &self.blocks {
+        let round = |v: &mut [f32]| precision.round_activations(v);
+        round(&mut x);
+        for (bi, b) in self.blocks.iter().enumerate() {
             layer_norm(&x, d, &b.norm1.0, &b.norm1.1, LN_EPS, &mut normed);
-            let qkv = b.qkv.apply(&normed, n)?;
+            round(&mut normed);
+            let mut qkv = b.qkv.apply(&normed, n)?;
+            round(&mut qkv);
             let mut q = vec![0.0f32; n * d];
             let mut k = vec![0.0f32; n * d];
             let mut v = vec![0.0f32; n * d];
@@ -283,9 +305,27 @@ impl VisionTower {
             }
             self.rope.apply(&mut q, n, heads, &cos, &sin);
             self.rope.apply(&mut k, n, heads, &cos, &sin);
+            round(&mut q);
+            round(&mut k);
             let mut ctx = vec![0.0f32; n * d];
             for seg in slab {
                 let r = seg.start * d..(seg.start + seg.len) * d;
+                if precision.is_fp16() {
+                    attention_fp16(
+                        &q[r.clone()],
+                        &k[r.clone()],
+                        &v[r.clone()],
+                        seg.len,
+                        seg.len,
+                        heads,
+                        heads,
+                        hd,
+                        1.0 / (hd as f32).sqrt(),
+                        None,
+                        &mut ctx[r],
+                    );
+                    continue;
+                }
                 attention(
                     &q[r.clone()],
                     &k[r.clone()],
@@ -298,16 +338,29 @@ impl VisionTower {
                     &mut ctx[r],
                 );
             }
-            let o = b.proj.apply(&ctx, n)?;
+            let mut o = b.proj.apply(&ctx, n)?;
+            round(&mut o);
             for (xv, ov) in x.iter_mut().zip(&o) {
                 *xv += ov;
             }
+            round(&mut x);
             layer_norm(&x, d, &b.norm2.0, &b.norm2.1, LN_EPS, &mut normed);
+            round(&mut normed);
             let mut hdn = b.fc1.apply(&normed, n)?;
-            hdn.iter_mut().for_each(|v| *v = gelu_tanh(*v));
-            let o = b.fc2.apply(&hdn, n)?;
+            round(&mut hdn);
+            gelu_tanh_in_place(&mut hdn);
+            round(&mut hdn);
+            let mut o = b.fc2.apply(&hdn, n)?;
+            round(&mut o);
             for (xv, ov) in x.iter_mut().zip(&o) {
                 *xv += ov;
+            }
+            round(&mut x);
+            // one ANE program per block: a non-finite output is refused, never answered
+            if precision.is_fp16() && x.iter().any(|v| !v.is_finite()) {
+                return Err(ModelError::Fp16Overflow(format!(
+                    "the vision encoder (block {bi})"
+                )));
             }
         }
         layer_norm(
@@ -321,7 +374,7 @@ impl VisionTower {
         let m2 = self.cfg.spatial_merge_size * self.cfg.spatial_merge_size;
         let groups = n / m2;
         let mut hdn = self.merger_fc1.apply(&normed, groups)?;
-        hdn.iter_mut().for_each(|v| *v = gelu_erf(*v));
+        gelu_erf_in_place(&mut hdn);
         self.merger_fc2.apply(&hdn, groups)
     }
 }

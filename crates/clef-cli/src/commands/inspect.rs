@@ -1,0 +1,216 @@
+//! `clef inspect`: what a model folder holds and, for the Clef-ANE-LUT6 artifact, the partition
+//! of the text layers into Neural Engine programs (`--ane-plan`) and the MIL program texts with
+//! their weight blobs (`--emit-mil`).
+
+use clap::Args;
+use clef_model::ane::mil::{check_blob_references, emit_all};
+use clef_model::ane::plan::{ProgramKind, CONTEXT_BUCKETS};
+use clef_model::ane::programs::{plan_for, ProgramsFile};
+use clef_model::ane::{Part, TensorsFile, FORMAT, WEIGHT_BIN};
+use clef_model::bundle::Manifest;
+use clef_model::ModelConfig;
+use clef_quant::coreml::blob::BlobFile;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Args)]
+pub struct InspectArgs {
+    /// A bundle or release folder.
+    pub bundle: PathBuf,
+    /// Print the ANE program partition (from the bundle's programs.json, or derived from the
+    /// config of any Clef folder).
+    #[arg(long)]
+    pub ane_plan: bool,
+    /// Write the MIL program texts, programs.json and weights/weight.bin (a hard link when
+    /// possible, else a copy) of a LUT-6 bundle into this folder, checking every blob reference.
+    #[arg(long)]
+    pub emit_mil: Option<PathBuf>,
+}
+
+fn is_lut6(m: &Option<Manifest>) -> bool {
+    matches!(m, Some(m) if m.format == FORMAT)
+}
+
+fn gib(b: u64) -> String {
+    format!("{:.3} GiB", b as f64 / (1u64 << 30) as f64)
+}
+
+pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
+    let dir = &args.bundle;
+    let manifest = Manifest::load(dir)?;
+    let config = ModelConfig::from_file(&dir.join("config.json"))?;
+    summary(dir, &manifest, &config)?;
+    if args.ane_plan {
+        print_plan(dir, &manifest, &config)?;
+    }
+    if let Some(out) = &args.emit_mil {
+        if !is_lut6(&manifest) {
+            anyhow::bail!("--emit-mil needs a LUT-6 bundle ({FORMAT})");
+        }
+        emit(dir, &config, out)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn summary(dir: &Path, manifest: &Option<Manifest>, cfg: &ModelConfig) -> anyhow::Result<()> {
+    let t = &cfg.text_config;
+    match manifest {
+        Some(m) => println!(
+            "{}: bundle, format {} (v{}), {} files, {}",
+            dir.display(),
+            m.format,
+            m.format_version,
+            m.files.len(),
+            gib(m.files.iter().map(|f| f.bytes).sum())
+        ),
+        None => println!("{}: release folder (no manifest)", dir.display()),
+    }
+    println!(
+        "text: {} layers, hidden {}, intermediate {}; vision: {}",
+        t.num_hidden_layers,
+        t.hidden_size,
+        t.intermediate_size,
+        cfg.vision_config
+            .as_ref()
+            .map_or("none".to_string(), |v| format!("{} blocks", v.depth))
+    );
+    if is_lut6(manifest) {
+        let tensors = TensorsFile::load(dir)?;
+        let lut = tensors
+            .tensors
+            .iter()
+            .filter(|e| e.stored.name() == "lut6")
+            .count();
+        println!(
+            "text tensors in {WEIGHT_BIN}: {} LUT-6, {} FP16",
+            lut,
+            tensors.tensors.len() - lut
+        );
+        if let Some(m) = manifest {
+            for f in &m.files {
+                if f.bytes >= 1 << 20 {
+                    println!("  {:<40} {:>14} bytes", f.path, f.bytes);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn part_name(p: Part) -> &'static str {
+    match p {
+        Part::Deltanet => "DeltaNet",
+        Part::Attention => "attention",
+        Part::Mlp => "MLP",
+    }
+}
+
+fn print_plan(dir: &Path, manifest: &Option<Manifest>, cfg: &ModelConfig) -> anyhow::Result<()> {
+    let file = if is_lut6(manifest) {
+        ProgramsFile::load(dir)?
+    } else {
+        let plan = plan_for(cfg).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let layers = cfg.text_config.num_hidden_layers;
+        ProgramsFile::build(cfg, &plan, vec![1.0; layers], "not converted".into())
+    };
+    let count = |k: ProgramKind| file.programs.iter().filter(|p| p.program.kind == k).count();
+    let attention = count(ProgramKind::Attention);
+    println!();
+    println!(
+        "ANE program plan: {} text programs = {} DeltaNet runs + {} attention ({} layers × {} contexts {:?}) + {} MLP",
+        file.text_programs,
+        count(ProgramKind::Deltanet),
+        attention,
+        attention / CONTEXT_BUCKETS.len(),
+        CONTEXT_BUCKETS.len(),
+        file.context_buckets,
+        count(ProgramKind::Mlp)
+    );
+    println!(
+        "{} text + {} vision = {} of the ANE's {} resident programs; {}-token calls, {} calls per chunk, contexts up to {} tokens",
+        file.text_programs,
+        file.vision_programs,
+        file.text_programs + file.vision_programs,
+        file.program_limit,
+        file.chunk_tokens,
+        file.calls_per_chunk,
+        file.max_context
+    );
+    println!(
+        "activation scales: attention probabilities ×{}; MLP down-projection input {}",
+        file.attention_probability_scale, file.down_scale_source
+    );
+    println!();
+    println!(
+        "{:>4}  {:<22} {:<10} {:>7}  {:<28} steps",
+        "#", "file", "kind", "context", "layers"
+    );
+    for p in &file.programs {
+        let steps: Vec<String> = p
+            .program
+            .steps
+            .iter()
+            .map(|s| format!("{} {}", part_name(s.part), s.layer))
+            .collect();
+        let scales: Vec<String> = p
+            .down_scales
+            .iter()
+            .filter(|d| d.scale != 1.0)
+            .map(|d| format!("s{}={}", d.layer, d.scale))
+            .collect();
+        println!(
+            "{:>4}  {:<22} {:<10} {:>7}  {:<28} {}{}",
+            p.program.index,
+            p.program.file_name(),
+            p.program.kind.name(),
+            p.program.context.map_or("-".into(), |c| c.to_string()),
+            format!("{:?}", p.layers),
+            steps.join(", "),
+            if scales.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", scales.join(" "))
+            }
+        );
+    }
+    Ok(())
+}
+
+fn emit(dir: &Path, cfg: &ModelConfig, out: &Path) -> anyhow::Result<()> {
+    let tensors = TensorsFile::load(dir)?;
+    let programs = ProgramsFile::load(dir)?;
+    let texts = emit_all(cfg, &tensors, &programs)?;
+    let weights_src = dir.join(WEIGHT_BIN);
+    let bytes = std::fs::read(&weights_src)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", weights_src.display()))?;
+    let blobs = BlobFile::parse(&bytes)?;
+    std::fs::create_dir_all(out.join("programs"))?;
+    std::fs::create_dir_all(out.join("weights"))?;
+    let mut refs = 0;
+    for (path, text) in &texts {
+        refs += check_blob_references(text, &blobs).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
+        let name = Path::new(path)
+            .file_name()
+            .ok_or_else(|| anyhow::anyhow!("bad program path {path}"))?;
+        std::fs::write(out.join("programs").join(name), text)?;
+    }
+    std::fs::write(
+        out.join("programs.json"),
+        serde_json::to_string_pretty(&programs)?,
+    )?;
+    let dst = out.join("weights").join("weight.bin");
+    if dst.exists() {
+        std::fs::remove_file(&dst)?;
+    }
+    if std::fs::hard_link(&weights_src, &dst).is_err() {
+        std::fs::copy(&weights_src, &dst)?;
+    }
+    println!(
+        "wrote {} MIL programs to {} ({} blob references checked against weights/weight.bin, {} blobs)",
+        texts.len(),
+        out.join("programs").display(),
+        refs,
+        blobs.count()
+    );
+    Ok(())
+}

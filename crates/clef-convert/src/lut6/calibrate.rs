@@ -1,0 +1,124 @@
+//! Calibration of the per-layer MLP down-projection scale of the FP16 programs (formats.md
+//! §2.8, project choice): s = the largest power of two ≤ 16 with s · max|SiLU(gate)⊙up| ≤
+//! 32,768 over the calibration records, at least 1. The records run through the source release
+//! in f32, text only, encoded exactly as requests are.
+
+use crate::error::{ConvertError, Result};
+use clef_api::Limits;
+use clef_encode::{EncodeOptions, MediaLayout, Truncation};
+use clef_engine::{Engine, EngineConfig};
+use clef_model::ane::precision::{down_scale_for_peak, Precision};
+use clef_model::backbone::state::Scratch;
+use clef_model::Positions;
+use std::path::Path;
+
+/// What calibration measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Calibration {
+    /// Per layer: the largest |SiLU(gate)⊙up| seen.
+    pub peaks: Vec<f32>,
+    /// Per layer: the chosen scale.
+    pub scales: Vec<f32>,
+    /// Records run (text-only records among the first `max_records`).
+    pub records: usize,
+    /// Records skipped because they carry images or videos.
+    pub skipped_media: usize,
+}
+
+/// Runs up to `max_records` records of the JSONL file `records` through the release at
+/// `release`.
+pub fn calibrate_down_scales(
+    release: &Path,
+    records: &Path,
+    max_records: usize,
+) -> Result<Calibration> {
+    let cal = |m: String| ConvertError::Calibration(m);
+    let text = std::fs::read_to_string(records).map_err(|e| ConvertError::Io {
+        path: records.to_path_buf(),
+        source: e,
+    })?;
+    let (recs, bad) = clef_eval::read_records(&text);
+    if let Some(b) = bad.first() {
+        return Err(cal(format!(
+            "{}:{}: {}",
+            records.display(),
+            b.line,
+            b.message
+        )));
+    }
+    let engine = Engine::load(
+        release,
+        EngineConfig {
+            limits: Limits::reference(),
+            ..Default::default()
+        },
+    )
+    .map_err(|e| cal(format!("loading {}: {e}", release.display())))?;
+    let model = &engine.model;
+    let layers = model.backbone.layers.len();
+    let h = model.hidden();
+    let mut scratch = Scratch {
+        precision: Precision {
+            mlp_peaks: Some(vec![0.0; layers]),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let (mut used, mut skipped_media) = (0, 0);
+    for rec in recs.iter().take(max_records) {
+        let req = engine
+            .parse(rec.request_json.as_bytes())
+            .map_err(|e| cal(format!("record {}: {}", rec.id, e.message)))?;
+        if !req.images.is_empty() || !req.videos.is_empty() {
+            skipped_media += 1;
+            continue;
+        }
+        let enc = engine
+            .encoder
+            .encode(
+                &req,
+                &MediaLayout::default(),
+                &EncodeOptions {
+                    max_length: engine.config.limits.max_context,
+                    truncation: Truncation::State,
+                },
+            )
+            .map_err(|e| cal(format!("record {}: {e}", rec.id)))?;
+        let ids = &enc.input_ids;
+        let len = ids.len();
+        let positions = Positions::text(len);
+        let mut state = model.backbone.new_state(len);
+        let chunk = 128;
+        let mut x = vec![0.0f32; chunk * h];
+        let mut start = 0;
+        while start < len {
+            let n = chunk.min(len - start);
+            model
+                .backbone
+                .embed(&ids[start..start + n], &mut x[..n * h])?;
+            model.backbone.forward_chunk(
+                &mut x[..n * h],
+                n,
+                &positions,
+                &mut state,
+                &mut scratch,
+            )?;
+            start += n;
+        }
+        used += 1;
+    }
+    if used == 0 {
+        return Err(cal(format!(
+            "{} has no text-only records to calibrate with",
+            records.display()
+        )));
+    }
+    let peaks = scratch.precision.mlp_peaks.unwrap_or_default();
+    let scales = peaks.iter().map(|&p| down_scale_for_peak(p)).collect();
+    Ok(Calibration {
+        peaks,
+        scales,
+        records: used,
+        skipped_media,
+    })
+}
