@@ -113,9 +113,9 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
             };
             let r = convert_lut6(&args.from, &args.to, &opts)?;
             eprintln!(
-                "LUT-6: {} tensors ({:.3} B weights) in {:.3} GiB, {} FP16 text tensors, {} ANE programs; down-projection scales: {}",
+                "LUT-6: {} tensors ({:.1} M weights) in {:.3} GiB, {} FP16 text tensors, {} ANE programs; down-projection scales: {}",
                 r.lut.tensors,
-                r.lut.weights as f64 / 1e9,
+                r.lut.weights as f64 / 1e6,
                 r.lut.bytes as f64 / (1u64 << 30) as f64,
                 r.fp16_text.tensors,
                 r.programs,
