@@ -3,7 +3,7 @@
 
 use clap::Args;
 use clef_model::bench::bench_prefill;
-use clef_model::{memory, Model, RunOptions};
+use clef_model::{memory, Model, PrefillOrder, RunOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -21,6 +21,10 @@ pub struct BenchArgs {
     /// Untimed warm-up runs before each measurement.
     #[arg(long, default_value_t = 1)]
     pub warmup: usize,
+    /// Run the prefill layer by layer, dropping each layer's pages afterwards (bounded weight
+    /// residency for models larger than memory).
+    #[arg(long)]
+    pub low_memory: bool,
     /// Print one JSON object per length instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -33,6 +37,11 @@ pub fn run(args: BenchArgs, threads: usize) -> anyhow::Result<ExitCode> {
     let peak = clef_kernels::measure_fma_peak_gflops(threads);
     let opts = RunOptions {
         chunk_size: args.chunk,
+        order: if args.low_memory {
+            PrefillOrder::LayerMajor
+        } else {
+            PrefillOrder::ChunkMajor
+        },
         ..Default::default()
     };
     if !args.json {
