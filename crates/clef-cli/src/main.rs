@@ -41,6 +41,8 @@ enum Command {
     Synth(commands::synth::SynthArgs),
     /// Check a bundle's files against its manifest (sizes and SHA-256).
     Verify(commands::verify::VerifyArgs),
+    /// Export a clef-ternary-v1 bundle for another runtime (`--mlx`: an MLX folder).
+    Export(commands::export::ExportArgs),
     /// Show what a model folder holds; the ANE program plan and MIL texts of a LUT-6 bundle.
     Inspect(commands::inspect::InspectArgs),
     /// Measure prefill throughput, time per stage and peak memory on a model.
@@ -69,6 +71,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => commands::serve::run(args),
         Command::Synth(args) => commands::synth::run(args),
         Command::Verify(args) => commands::verify::run(args),
+        Command::Export(args) => commands::export::run(args),
         Command::Inspect(args) => commands::inspect::run(args),
         Command::Bench(args) => commands::bench::run(args, threads),
     };

@@ -6,6 +6,7 @@ pub mod decide;
 pub mod demo;
 pub mod encode;
 pub mod eval;
+pub mod export;
 pub mod inspect;
 pub mod request_file;
 pub mod serve;

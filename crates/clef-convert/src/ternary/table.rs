@@ -15,9 +15,22 @@ use std::time::Instant;
 /// Rows per block: 16 MiB of f32 at width 4096, enough work for every thread.
 const BLOCK_ELEMENTS: usize = 4 << 20;
 
+/// The stored parts of a quantized table: `.q4` codes, `.scales`, `.biases`.
+pub struct TableBytes {
+    pub codes: Vec<u8>,
+    pub scales: Vec<u8>,
+    pub biases: Vec<u8>,
+}
+
 /// Quantizes table `t` (`[rows, cols]`) into `<p>.q4`, `<p>.scales`, `<p>.biases` of `store`;
-/// `advance(bytes)` reports progress in source bytes. Returns the seconds taken.
-pub fn quantize_table(t: &Tensor, store: &mut PartStore, advance: &dyn Fn(u64)) -> Result<f64> {
+/// `advance(bytes)` reports progress in source bytes. Returns the seconds taken and, when
+/// `keep`, the stored bytes (the calibration runs on the quantized embedding table).
+pub fn quantize_table(
+    t: &Tensor,
+    store: &mut PartStore,
+    advance: &dyn Fn(u64),
+    keep: bool,
+) -> Result<(f64, Option<TableBytes>)> {
     let t0 = Instant::now();
     let (rows, cols) = match t.shape.as_slice() {
         [r, c] if *r > 0 && *c > 0 => (*r, *c),
@@ -30,19 +43,30 @@ pub fn quantize_table(t: &Tensor, store: &mut PartStore, advance: &dyn Fn(u64)) 
     };
     let p = prefix(&t.name);
     let block = (BLOCK_ELEMENTS / cols).max(1);
+    let mut kept = keep.then(|| TableBytes {
+        codes: Vec::new(),
+        scales: Vec::new(),
+        biases: Vec::new(),
+    });
     let mut r0 = 0;
     while r0 < rows {
         let n = block.min(rows - r0);
         let w = rows_to_f32(t, r0, n)?;
         let q = rtn_quantize(&w, n, cols, QuantFormat::Affine4, GROUP)?;
-        store.append(&format!("{p}.q4"), &q.packed_codes()?)?;
         let bytes =
             |v: &[half::bf16]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
-        store.append(&format!("{p}.scales"), &bytes(&q.scales))?;
-        store.append(&format!("{p}.biases"), &bytes(&q.biases))?;
+        let (codes, scales, biases) = (q.packed_codes()?, bytes(&q.scales), bytes(&q.biases));
+        store.append(&format!("{p}.q4"), &codes)?;
+        store.append(&format!("{p}.scales"), &scales)?;
+        store.append(&format!("{p}.biases"), &biases)?;
+        if let Some(k) = kept.as_mut() {
+            k.codes.extend_from_slice(&codes);
+            k.scales.extend_from_slice(&scales);
+            k.biases.extend_from_slice(&biases);
+        }
         advance((n * cols * t.dtype.size()) as u64);
         r0 += n;
     }
     t.release();
-    Ok(t0.elapsed().as_secs_f64())
+    Ok((t0.elapsed().as_secs_f64(), kept))
 }
