@@ -62,6 +62,16 @@ impl Default for DecideOptions<'_> {
     }
 }
 
+/// A request ready for the backbone.
+pub struct PreparedPrompt {
+    pub encoded: Encoded,
+    pub positions: Positions,
+    pub media_rows: Vec<MediaRows>,
+    pub media_s: f64,
+    pub encode_s: f64,
+    pub vision_s: f64,
+}
+
 /// What one request produced.
 #[derive(Clone, Debug)]
 pub struct Decision {
@@ -156,9 +166,8 @@ impl Engine {
         self.model.vision.is_some()
     }
 
-    /// Answer one validated request: media, encoding, the vision tower, the backbone and
-    /// the head.
-    pub fn decide(&self, req: &Request, opts: &DecideOptions) -> Result<Decision, ApiError> {
+    /// Everything before the backbone: media, encoding, the vision tower, positions.
+    pub fn prepare(&self, req: &Request, opts: &DecideOptions) -> Result<PreparedPrompt, ApiError> {
         let t0 = Instant::now();
         let has_media = !req.images.is_empty() || !req.videos.is_empty();
         if has_media && !self.supports_vision() {
@@ -194,35 +203,68 @@ impl Engine {
         let t2 = Instant::now();
         let (media_rows, positions) = self.place_media(&encoded, &media)?;
         let vision_s = t2.elapsed().as_secs_f64();
-
-        let layout = schema_layout(&encoded);
-        let prompt = Prompt {
-            ids: &encoded.input_ids,
+        Ok(PreparedPrompt {
+            encoded,
             positions,
-            media: media_rows,
-            layout,
+            media_rows,
+            media_s,
+            encode_s,
+            vision_s,
+        })
+    }
+
+    /// Answer one validated request: media, encoding, the vision tower, the backbone and
+    /// the head.
+    pub fn decide(&self, req: &Request, opts: &DecideOptions) -> Result<Decision, ApiError> {
+        let p = self.prepare(req, opts)?;
+        let prompt = Prompt {
+            ids: &p.encoded.input_ids,
+            positions: p.positions,
+            media: p.media_rows,
+            layout: schema_layout(&p.encoded),
         };
         let (logits, timings) = self
             .model
             .score(&prompt, &self.config.run, opts.cancelled)
             .map_err(model_error)?;
-        if logits.len() != encoded.questions.len() {
+        if logits.len() != p.encoded.questions.len() {
             return Err(ApiError::internal(format!(
                 "{} logit rows for {} questions",
                 logits.len(),
-                encoded.questions.len()
+                p.encoded.questions.len()
             )));
         }
         let probabilities = logits.iter().map(|l| softmax_f32(l)).collect();
         Ok(Decision {
-            encoded,
+            encoded: p.encoded,
             logits,
             probabilities,
             timings,
-            media_s,
-            encode_s,
-            vision_s,
+            media_s: p.media_s,
+            encode_s: p.encode_s,
+            vision_s: p.vision_s,
         })
+    }
+
+    /// The backbone's final-normed rows for a request (`[len, hidden]`) with its encoding, for
+    /// comparing the backbone with other implementations.
+    pub fn hidden_states(
+        &self,
+        req: &Request,
+        opts: &DecideOptions,
+    ) -> Result<(Encoded, Vec<f32>), ApiError> {
+        let p = self.prepare(req, opts)?;
+        let prompt = Prompt {
+            ids: &p.encoded.input_ids,
+            positions: p.positions,
+            media: p.media_rows,
+            layout: schema_layout(&p.encoded),
+        };
+        let rows = self
+            .model
+            .hidden_states(&prompt, &self.config.run)
+            .map_err(model_error)?;
+        Ok((p.encoded, rows))
     }
 
     /// Run the vision tower and place its merged rows on the pad slots; compute the 3-D

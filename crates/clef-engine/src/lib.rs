@@ -7,6 +7,6 @@ pub mod raw;
 
 pub use engine::{
     model_error, schema_layout, softmax_f32, DecideOptions, Decision, Engine, EngineConfig,
-    LoadError,
+    LoadError, PreparedPrompt,
 };
 pub use media::{prepare_media, PreparedMedia};

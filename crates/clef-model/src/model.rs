@@ -167,12 +167,26 @@ impl Model {
 
     /// Run a prompt to option logits (encode order per question). `cancelled` is polled at
     /// every chunk boundary so a request whose client left stops promptly.
-    pub fn score(
+    /// The final-normed hidden rows of a prompt (`[len, hidden]`), for comparing the backbone
+    /// with other implementations.
+    pub fn hidden_states(&self, prompt: &Prompt, opts: &RunOptions) -> Result<Vec<f32>> {
+        let mut out = Vec::with_capacity(prompt.ids.len() * self.hidden());
+        self.prefill(prompt, opts, &|| false, &mut |rows, n| {
+            out.extend_from_slice(&rows[..n * self.hidden()]);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// Run the backbone over the whole prompt in the configured order, handing each run of
+    /// final-normed rows to `sink` in sequence order.
+    fn prefill(
         &self,
         prompt: &Prompt,
         opts: &RunOptions,
         cancelled: &dyn Fn() -> bool,
-    ) -> Result<(Vec<Vec<f32>>, Timings)> {
+        sink: &mut dyn FnMut(&[f32], usize) -> Result<()>,
+    ) -> Result<Timings> {
         let len = prompt.ids.len();
         if len == 0 || prompt.layout.len != len || prompt.positions.len() != len {
             return Err(ModelError::Input(format!(
@@ -192,7 +206,6 @@ impl Model {
             tokens: len,
             ..Default::default()
         };
-        let mut stream = HeadStream::new(&self.head, &prompt.layout)?;
         let mut state = self.backbone.new_state(len);
         let mut scratch = Scratch {
             precision: Precision {
@@ -235,10 +248,8 @@ impl Model {
                         &mut state,
                         &mut scratch,
                     )?;
-                    let t1 = Instant::now();
-                    stream.push(&x, n)?;
-                    timings.backbone_s += (t1 - t0).as_secs_f64();
-                    timings.head_s += t1.elapsed().as_secs_f64();
+                    timings.backbone_s += t0.elapsed().as_secs_f64();
+                    sink(&x, n)?;
                     start += n;
                 }
             }
@@ -272,13 +283,29 @@ impl Model {
                     let n = chunk.min(len - start);
                     let rows = &mut x[start * h..(start + n) * h];
                     self.backbone.final_norm_in_place(rows, n, &mut scratch);
-                    let t1 = Instant::now();
-                    stream.push(rows, n)?;
-                    timings.head_s += t1.elapsed().as_secs_f64();
+                    sink(rows, n)?;
                     start += n;
                 }
             }
         }
+        Ok(timings)
+    }
+
+    pub fn score(
+        &self,
+        prompt: &Prompt,
+        opts: &RunOptions,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<(Vec<Vec<f32>>, Timings)> {
+        let mut stream = HeadStream::new(&self.head, &prompt.layout)?;
+        let mut head_s = 0.0;
+        let mut timings = self.prefill(prompt, opts, cancelled, &mut |rows, n| {
+            let t = Instant::now();
+            stream.push(rows, n)?;
+            head_s += t.elapsed().as_secs_f64();
+            Ok(())
+        })?;
+        timings.head_s += head_s;
 
         let t2 = Instant::now();
         let inputs = stream.finish()?;
