@@ -20,6 +20,7 @@ use clef_engine::Engine;
 use clef_model::backbone::state::{DeltaNetState, LayerState, Scratch, SequenceState};
 use clef_model::backbone::{Backbone, Layer, Mixer, PREFIX};
 use clef_model::linear::{set_capture_hook, Linear, LinearWeight};
+use clef_model::tensor::Tensor;
 use clef_model::Positions;
 use clef_quant::gptq::{Hessian, HessianAccumulator};
 use clef_quant::QuantError;
@@ -341,6 +342,21 @@ pub fn quantize_backbone(
         // the next layer's inputs, through this layer fully quantized
         run_layer(backbone, li, &mut cur, Some(&mut next), None)?;
         std::mem::swap(&mut cur, &mut next);
+        // The layer never runs again: drop its quantized copies (its bytes are in the part
+        // store) so memory holds one layer's worth, and let the kernel reclaim the source pages.
+        backbone.release_layer(li);
+        for (module, names) in stages(&backbone.layers[li]) {
+            for name in names {
+                if let Some(lin) = linear_mut(&mut backbone.layers[li], module, name) {
+                    let done = Tensor::from_f32(
+                        format!("{module}.{name} (converted)"),
+                        vec![1, 1],
+                        &[0.0],
+                    );
+                    *lin = Linear::dense(done, None, 1, 1)?;
+                }
+            }
+        }
     }
     cur.remove()?;
     next.remove()?;
