@@ -400,3 +400,39 @@ fn rtn_quick_mode_and_refusals() {
     let e = convert_ternary(&g).unwrap_err().to_string();
     assert!(e.contains("line 1"), "{e}");
 }
+
+/// Calibration reading: the first N records, media records skipped and counted, repeated ids
+/// and refused requests named.
+#[test]
+fn calibration_records_are_checked() {
+    use clef_convert::ternary::calibrate::read_calibration;
+    let root = tempfile::tempdir().unwrap();
+    let engine = Engine::load(&fixture("tiny-a"), EngineConfig::default()).unwrap();
+    let png = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC";
+    let media = serde_json::json!({"id": "img", "request": {"model": "clef", "state": "look",
+        "images": [png], "questions": {"q": {"type": "noul", "instructions": "Red?"}}}});
+    let mut text = calibration_records(4);
+    text.push_str(&format!("{media}\n"));
+    text.push_str(&calibration_records(2));
+    let path = root.path().join("c.jsonl");
+    std::fs::write(&path, &text).unwrap();
+    // the third line of `calibration_records(2)` repeats an id: only reached with a high limit
+    let set = read_calibration(&engine, &path, 5).unwrap();
+    assert_eq!(
+        (set.ids.len(), set.skipped.clone()),
+        (4, vec!["img".to_string()])
+    );
+    assert_eq!(set.tokens, set.ids.iter().map(Vec::len).sum::<usize>());
+    let e = read_calibration(&engine, &path, 100)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("line 6") && e.contains("calib-0"), "{e}");
+    let refused = root.path().join("r.jsonl");
+    std::fs::write(&refused, "{\"id\": \"x\", \"request\": {\"model\": \"clef\", \"state\": \"s\", \"questions\": {}}}\n").unwrap();
+    let e = read_calibration(&engine, &refused, 10)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("record `x`"), "{e}");
+}

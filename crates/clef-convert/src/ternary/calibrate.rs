@@ -25,6 +25,7 @@ use clef_model::Positions;
 use clef_quant::gptq::{Hessian, HessianAccumulator};
 use clef_quant::QuantError;
 use std::cell::RefCell;
+use std::io::BufRead;
 use std::path::Path;
 use std::rc::Rc;
 
@@ -42,19 +43,13 @@ pub struct CalibrationSet {
     pub tokens: usize,
 }
 
-/// Reads up to `limit` records (JSONL, the `clef eval` format) and encodes them with the
-/// engine's own parser and encoder, exactly as at deployment. A malformed line or a request the
-/// engine refuses is an error naming it.
+/// Reads the first `limit` records (JSONL, the `clef eval` format), line by line so a large file
+/// is never loaded whole, and encodes them with the engine's own parser and encoder, exactly as
+/// at deployment. A malformed line or a request the engine refuses is an error naming it.
 pub fn read_calibration(engine: &Engine, path: &Path, limit: usize) -> Result<CalibrationSet> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ConvertError::Calibration(format!("{}: {e}", path.display())))?;
-    let (records, bad) = clef_eval::read_records(&text);
-    if let Some(e) = bad.first() {
-        return Err(ConvertError::Calibration(format!(
-            "{}: {e}",
-            path.display()
-        )));
-    }
+    let fail = |m: String| ConvertError::Calibration(format!("{}: {m}", path.display()));
+    let file = std::fs::File::open(path).map_err(|e| fail(e.to_string()))?;
+    let mut reader = std::io::BufReader::new(file);
     let opts = EncodeOptions {
         max_length: engine.config.limits.max_context,
         truncation: Truncation::State,
@@ -64,12 +59,35 @@ pub fn read_calibration(engine: &Engine, path: &Path, limit: usize) -> Result<Ca
         skipped: Vec::new(),
         tokens: 0,
     };
-    for r in records.iter().take(limit) {
+    let mut seen = std::collections::HashSet::new();
+    let mut line = String::new();
+    let mut number = 0;
+    while set.ids.len() + set.skipped.len() < limit {
+        line.clear();
+        let cap = clef_eval::MAX_LINE_BYTES as u64 + 2;
+        let n = std::io::Read::take(&mut reader, cap)
+            .read_line(&mut line)
+            .map_err(|e| fail(format!("line {}: {e}", number + 1)))?;
+        if n == 0 {
+            break;
+        }
+        number += 1;
+        if !line.ends_with('\n') && n as u64 >= cap {
+            return Err(fail(format!(
+                "line {number} is longer than {} bytes",
+                clef_eval::MAX_LINE_BYTES
+            )));
+        }
+        let text = line.strip_suffix('\n').unwrap_or(&line);
+        if text.trim().is_empty() {
+            continue;
+        }
+        let r = clef_eval::parse_record_line(number, text).map_err(|e| fail(e.to_string()))?;
+        if !seen.insert(r.id.clone()) {
+            return Err(fail(format!("line {number}: record id `{}` repeats", r.id)));
+        }
         let refuse = |what: &str, msg: String| {
-            ConvertError::Calibration(format!(
-                "record `{}` (line {}): {what}: {msg}",
-                r.id, r.line
-            ))
+            fail(format!("record `{}` (line {number}): {what}: {msg}", r.id))
         };
         let req = engine
             .parse(r.request_json.as_bytes())
@@ -86,9 +104,8 @@ pub fn read_calibration(engine: &Engine, path: &Path, limit: usize) -> Result<Ca
         set.ids.push(enc.input_ids);
     }
     if set.ids.is_empty() {
-        return Err(ConvertError::Calibration(format!(
-            "{}: no text-only records among the first {limit}",
-            path.display()
+        return Err(fail(format!(
+            "no text-only records among the first {limit}"
         )));
     }
     Ok(set)
