@@ -582,3 +582,38 @@ pub fn mlx_dequantize(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn module_paths_follow_mlx_lm_sanitize() {
+        assert_eq!(
+            mlx_module_path("model.language_model.layers.0.mlp.down_proj"),
+            "language_model.model.layers.0.mlp.down_proj"
+        );
+        assert_eq!(mlx_module_path("lm_head"), "language_model.lm_head");
+        assert_eq!(
+            mlx_module_path("language_model.model.norm"),
+            "language_model.model.norm"
+        );
+    }
+
+    #[test]
+    fn trits_become_two_bit_codes_lsb_first() {
+        // byte 167: t = [+1, 0, −1, −1, +1] → codes [2, 1, 0, 0, 2]; byte 121: five zeros → 1s
+        let mut w = [0u32; 1];
+        trit_row_to_words(&[167, 121, 121, 121], 16, &mut w);
+        let codes: Vec<u32> = (0..16).map(|k| (w[0] >> (2 * k)) & 3).collect();
+        assert_eq!(codes, [2, 1, 0, 0, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]);
+        // and MLX's dequantization with scale s, bias −s gives s·t
+        let s = half::bf16::from_f32(0.5).to_le_bytes();
+        let b = half::bf16::from_f32(-0.5).to_le_bytes();
+        let words = w[0].to_le_bytes();
+        let deq = mlx_dequantize(&words, &s, &b, 1, 16, 2, 16).unwrap();
+        assert_eq!(&deq[..5], &[0.5, 0.0, -0.5, -0.5, 0.5]);
+        assert!(deq[5..].iter().all(|&x| x == 0.0));
+        assert!(mlx_dequantize(&words, &s, &b, 2, 16, 2, 16).is_err());
+    }
+}
