@@ -138,3 +138,47 @@ fn single_rows_decode_like_the_matrix() {
         assert_eq!(row, dense[r * cols..(r + 1) * cols]);
     }
 }
+
+/// Decode cost per weight in the matmul's panel pattern (12 rows × 384 columns) for bf16,
+/// ternary and 4-bit, measured in the same run. Prints, never asserts (speed is measured, not
+/// tested): `cargo test --release -p clef-kernels --test ternary_affine4 -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn decode_cost_per_weight() {
+    use clef_kernels::WeightData;
+    use std::time::Instant;
+    let (rows, cols) = (4096usize, 4096usize);
+    let mut rng = StdRng::seed_from_u64(1);
+    let trits: Vec<u8> = (0..rows * ternary::row_bytes(cols))
+        .map(|_| rng.random_range(0u8..243))
+        .collect();
+    let scales = bf16_bytes(&mut rng, rows * cols / 64, 0.001, 0.1);
+    let q4: Vec<u8> = (0..rows * cols / 2).map(|_| rng.random()).collect();
+    let bf = bf16_bytes(&mut rng, rows * cols, -0.1, 0.1);
+    let t = TernaryView::new(rows, cols, &trits, &scales).unwrap();
+    let a = Affine4View::new(rows, cols, &q4, &scales, &scales).unwrap();
+    let b = WeightView::new(rows, cols, WeightData::Bf16(&bf)).unwrap();
+    let mut panel = vec![0.0f32; 12 * 384];
+    for isa in Isa::available() {
+        let mut cost = |w: &dyn PanelDecode| {
+            let mut best = f64::MAX;
+            for _ in 0..5 {
+                let t0 = Instant::now();
+                for r0 in (0..rows).step_by(12) {
+                    for c0 in (0..cols).step_by(384) {
+                        let n = 384.min(cols - c0);
+                        w.decode_panel(isa, r0, 12.min(rows - r0), c0, n, &mut panel, 384);
+                    }
+                }
+                best = best.min(t0.elapsed().as_secs_f64());
+            }
+            best / (rows * cols) as f64 * 1e9
+        };
+        let (cb, ct, ca) = (cost(&b), cost(&t), cost(&a));
+        println!(
+            "{isa:?}: ns per weight: bf16 {cb:.3}, ternary {ct:.3} ({:.2}x), 4-bit {ca:.3} ({:.2}x)",
+            ct / cb,
+            ca / cb
+        );
+    }
+}

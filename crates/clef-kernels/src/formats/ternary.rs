@@ -8,7 +8,8 @@
 //!
 //! - scalar twin: one table lookup per weight;
 //! - AVX2 (and AVX-512 without VBMI): a 256-entry table of eight f32 per byte (five trits and
-//!   three zeros), stored with overlapping 8-lane stores, then one multiply pass per scale group;
+//!   three zeros), multiplied by the group's scale (per lane on the byte that straddles a
+//!   group boundary) and stored with overlapping 8-lane stores;
 //! - AVX-512 VBMI: 48 packed bytes are translated at once (two 128-byte permutes per half) into
 //!   "2-bit planes" (digit i at bits 2i..2i+1 of a 10-bit word), each 16-weight block gathers its
 //!   words with one byte permute, shifts its digit into the low bits, and a 16-entry permute
@@ -210,9 +211,11 @@ impl PanelDecode for TernaryView<'_> {
                 for r in 0..nrows {
                     let row = row0 + r;
                     let dst = &mut out[r * ld..r * ld + ncols];
-                    // SAFETY: AVX2 checked just above; `dst` is exactly the decoded range.
-                    unsafe { x86::row_table_avx2(self.row_trits(row), col0, dst) };
-                    apply_scales(self.row_scales(row), col0, dst);
+                    // SAFETY: AVX2 checked just above; `dst` is exactly the decoded range of a
+                    // row inside the matrix (asserted above).
+                    unsafe {
+                        x86::row_table_avx2(self.row_trits(row), self.row_scales(row), col0, dst)
+                    };
                 }
                 return;
             }
@@ -240,20 +243,6 @@ impl PanelDecode for TernaryView<'_> {
                 prefetch_lines(span);
             }
         }
-    }
-}
-
-/// Multiplies unscaled trits `dst` (columns `col0..`) by their groups' scales.
-fn apply_scales(scales_row: &[u8], col0: usize, dst: &mut [f32]) {
-    let mut c = 0;
-    while c < dst.len() {
-        let g = (col0 + c) / GROUP;
-        let end = ((g + 1) * GROUP - col0).min(dst.len());
-        let s = scale_at(scales_row, g);
-        for v in &mut dst[c..end] {
-            *v *= s;
-        }
-        c = end;
     }
 }
 
@@ -293,36 +282,73 @@ mod x86 {
 
     static TRIT_F32: TritF32 = trit_f32();
 
-    /// Unscaled trits of columns `col0..col0 + dst.len()` of one row (`trits_row` is the whole
-    /// row). Whole bytes go through the f32 table with overlapping 8-lane stores; the partial
-    /// bytes at both ends, and the last bytes whose store would run past `dst`, are scalar.
+    /// Columns `col0..col0 + dst.len()` of one row (`trits_row`, `scales_row`: the whole row).
+    /// Each whole byte loads its eight table floats, multiplies them by the scale (per lane for
+    /// the byte that straddles a group boundary) and stores them overlapping: the last three
+    /// lanes are rewritten by the next byte. The partial first byte and the last bytes whose
+    /// store would run past `dst` are scalar.
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn row_table_avx2(trits_row: &[u8], col0: usize, dst: &mut [f32]) {
+    pub(super) unsafe fn row_table_avx2(
+        trits_row: &[u8],
+        scales_row: &[u8],
+        col0: usize,
+        dst: &mut [f32],
+    ) {
         let n = dst.len();
         let scalar = |dst: &mut [f32], from: usize, to: usize| {
-            for (i, o) in dst[from..to].iter_mut().enumerate() {
-                let c = col0 + from + i;
-                *o = f32::from(
-                    TRITS[usize::from(trits_row[c / TRITS_PER_BYTE])][c % TRITS_PER_BYTE],
-                );
+            for (k, o) in dst[from..to].iter_mut().enumerate() {
+                let c = col0 + from + k;
+                let t = TRITS[usize::from(trits_row[c / TRITS_PER_BYTE])][c % TRITS_PER_BYTE];
+                *o = scale_at(scales_row, c / GROUP) * f32::from(t);
             }
         };
-        // first column that starts a byte
         let head = ((TRITS_PER_BYTE - col0 % TRITS_PER_BYTE) % TRITS_PER_BYTE).min(n);
         scalar(dst, 0, head);
         let mut i = head;
         let mut j = (col0 + head) / TRITS_PER_BYTE;
+        let mut g = (col0 + i) / GROUP;
+        // first column (relative to col0) of group g + 1
+        let mut bound = (g + 1) * GROUP - col0;
+        let mut sv = _mm256_set1_ps(scale_at(scales_row, g));
         let o = dst.as_mut_ptr();
         let table = TRIT_F32.0.as_ptr();
-        // a byte's store writes 8 lanes: only while they all lie inside `dst`
         while i + 8 <= n {
-            let b = usize::from(*trits_row.get_unchecked(j));
-            _mm256_storeu_ps(o.add(i), _mm256_load_ps((*table.add(b)).as_ptr()));
+            // j < ⌈cols/5⌉: the byte's columns lie inside the row
+            let t = _mm256_load_ps((*table.add(usize::from(*trits_row.get_unchecked(j)))).as_ptr());
+            let w = if i + TRITS_PER_BYTE <= bound {
+                _mm256_mul_ps(t, sv)
+            } else {
+                // group g + 1 exists: this byte's columns end inside the row
+                let next = _mm256_set1_ps(scale_at(scales_row, g + 1));
+                let keep = LANES_BELOW[bound.saturating_sub(i).min(TRITS_PER_BYTE)];
+                let per_lane = _mm256_blendv_ps(next, sv, _mm256_loadu_ps(keep.as_ptr()));
+                g += 1;
+                bound += GROUP;
+                sv = next;
+                _mm256_mul_ps(t, per_lane)
+            };
+            _mm256_storeu_ps(o.add(i), w);
             i += TRITS_PER_BYTE;
             j += 1;
         }
         scalar(dst, i, n);
     }
+
+    /// Blend masks: lanes below k set (sign bit), as f32 bit patterns.
+    const LANES_BELOW: [[f32; 8]; 6] = {
+        let set = f32::from_bits(0x8000_0000);
+        let mut m = [[0.0f32; 8]; 6];
+        let mut k = 0;
+        while k < 6 {
+            let mut l = 0;
+            while l < k {
+                m[k][l] = set;
+                l += 1;
+            }
+            k += 1;
+        }
+        m
+    };
 
     /// 10-bit "2-bit plane" word of each byte: digit i (= t + 1) at bits 2i..2i+1, split into
     /// its low and high bytes. Invalid bytes read as all-ones digits (t = 0).
