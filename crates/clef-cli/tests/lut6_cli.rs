@@ -59,7 +59,10 @@ fn convert_verify_inspect_and_emit() {
     let o = clef(&["inspect", "--ane-plan", s(&bundle)]);
     assert!(o.status.success(), "{}", text(&o));
     let out = text(&o);
-    assert!(out.contains("13 text programs = 2 DeltaNet runs + 10 attention"), "{out}");
+    assert!(
+        out.contains("13 text programs = 2 DeltaNet runs + 10 attention"),
+        "{out}"
+    );
     assert!(out.contains("012_mlp.mil"), "{out}");
 
     let mil = root.path().join("mil");
@@ -69,7 +72,12 @@ fn convert_verify_inspect_and_emit() {
     for e in std::fs::read_dir(bundle.join("text/programs")).unwrap() {
         let e = e.unwrap();
         let emitted = std::fs::read(mil.join("programs").join(e.file_name())).unwrap();
-        assert_eq!(emitted, std::fs::read(e.path()).unwrap(), "{:?}", e.file_name());
+        assert_eq!(
+            emitted,
+            std::fs::read(e.path()).unwrap(),
+            "{:?}",
+            e.file_name()
+        );
     }
     assert_eq!(
         std::fs::read(mil.join("weights/weight.bin")).unwrap(),
@@ -108,8 +116,18 @@ fn convert_verify_inspect_and_emit() {
 fn plan_counts_from_the_release_configs() {
     let root = tempfile::tempdir().unwrap();
     for (preset, name, count, total) in [
-        (Preset::Clef, "clef", "97 text programs", "97 text + 27 vision = 124"),
-        (Preset::Flash, "flash", "49 text programs", "49 text + 27 vision = 76"),
+        (
+            Preset::Clef,
+            "clef",
+            "97 text programs",
+            "97 text + 27 vision = 124",
+        ),
+        (
+            Preset::Flash,
+            "flash",
+            "49 text programs",
+            "49 text + 27 vision = 76",
+        ),
     ] {
         let dir = root.path().join(name);
         std::fs::create_dir_all(&dir).unwrap();

@@ -21,6 +21,7 @@
 
 pub mod calibrate;
 pub mod classify;
+pub mod copy;
 pub mod encode;
 
 use crate::error::{ConvertError, Result};
@@ -284,7 +285,8 @@ pub fn convert_lut6(from: &Path, to: &Path, opts: &Lut6Options) -> Result<Lut6Re
         .map_err(io(&wpath))?;
     report.weight_bin_bytes = std::fs::metadata(&wpath).map_err(io(&wpath))?.len();
 
-    // embeddings.safetensors and vision.safetensors: release bytes, streamed
+    // embeddings.safetensors and vision.safetensors: release bytes, copied with bounded reads
+    let locations = copy::locate(&clef_model::checkpoint::backbone_files(from)?)?;
     for (file, which) in [(EMBEDDINGS, Storage::Embeddings), (VISION, Storage::Vision)] {
         let picked: Vec<&Tensor> = release
             .tensors
@@ -301,10 +303,23 @@ pub fn convert_lut6(from: &Path, to: &Path, opts: &Lut6Options) -> Result<Lut6Re
             .map(|t| TensorSpec::new(t.name.clone(), t.dtype, &t.shape))
             .collect();
         let meta = BTreeMap::from([("format".to_string(), "pt".to_string())]);
+        let sources = picked
+            .iter()
+            .map(|t| {
+                locations
+                    .get(&t.name)
+                    .filter(|l| l.len == t.bytes().len() as u64)
+                    .ok_or_else(|| {
+                        ConvertError::Invalid(format!(
+                            "`{}` not found in the release files",
+                            t.name
+                        ))
+                    })
+            })
+            .collect::<Result<Vec<_>>>()?;
         write_safetensors(&dir.join(file), &specs, &meta, |i, out| {
-            let t = picked[i];
-            out.write_all(t.bytes())?;
-            done(t);
+            copy::copy_to(sources[i], out)?;
+            done(picked[i]);
             Ok(())
         })?;
         let part = if which == Storage::Embeddings {
