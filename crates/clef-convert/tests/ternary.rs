@@ -436,3 +436,98 @@ fn calibration_records_are_checked() {
         .to_string();
     assert!(e.contains("record `x`"), "{e}");
 }
+
+/// `Linear::take` and `RowTable::take` recognise the stored formats by name and refuse
+/// incomplete or inconsistent ones with typed errors.
+#[test]
+fn runtime_seams_recognise_and_check_the_tensors() {
+    use clef_model::checkpoint::TensorSet;
+    use clef_model::linear::Linear;
+    use clef_model::rows::RowTable;
+    use clef_model::tensor::Dtype;
+    let (rows, cols) = (4, 70); // 14 trit bytes, 35 nibble bytes, 2 groups per row
+    let u8s = |name: &str, shape: Vec<usize>, v: u8| {
+        let n = shape.iter().product();
+        Tensor::owned(name, Dtype::U8, shape, vec![v; n])
+    };
+    let bf16s = |name: &str, shape: Vec<usize>| {
+        let n: usize = shape.iter().product();
+        let bytes = (0..n)
+            .flat_map(|_| half::bf16::from_f32(0.5).to_le_bytes())
+            .collect();
+        Tensor::owned(name, Dtype::Bf16, shape, bytes)
+    };
+    let take = |tensors: Vec<Tensor>| {
+        let mut set = TensorSet::from_tensors(tensors).unwrap();
+        let l = Linear::take(&mut set, "p", rows, cols, false);
+        (l, set.finish())
+    };
+    // ternary with adapter: 121 = five zeros; the adapter alone is the output
+    let (l, rest) = take(vec![
+        u8s("p.trits", vec![rows, 14], 121),
+        bf16s("p.scales", vec![rows, 2]),
+        bf16s("p.lora_a", vec![2, cols]),
+        bf16s("p.lora_b", vec![rows, 2]),
+    ]);
+    let l = l.unwrap();
+    rest.unwrap();
+    assert!(
+        matches!(l.weight, LinearWeight::Ternary(ref w) if w.adapter.as_ref().unwrap().rank == 2)
+    );
+    let y = l.apply(&vec![1.0; cols], 1).unwrap();
+    // B·(A·1) = 0.5 · (0.5 · 70) · 2 = 35
+    assert_eq!(y, vec![35.0; rows]);
+    // 4-bit without adapter
+    let (l, _) = take(vec![
+        u8s("p.q4", vec![rows, 35], 0x11),
+        bf16s("p.scales", vec![rows, 2]),
+        bf16s("p.biases", vec![rows, 2]),
+    ]);
+    let l = l.unwrap();
+    assert!(matches!(l.weight, LinearWeight::Affine4(ref w) if w.adapter.is_none()));
+    assert_eq!(l.apply(&vec![1.0; cols], 1).unwrap(), vec![70.0; rows]);
+    // refusals
+    let bad_byte = take(vec![
+        u8s("p.trits", vec![rows, 14], 250),
+        bf16s("p.scales", vec![rows, 2]),
+    ])
+    .0;
+    assert!(bad_byte.err().unwrap().to_string().contains("5-trit"));
+    let half_adapter = take(vec![
+        u8s("p.trits", vec![rows, 14], 121),
+        bf16s("p.scales", vec![rows, 2]),
+        bf16s("p.lora_a", vec![2, cols]),
+    ]);
+    assert!(half_adapter.0.is_err());
+    let wrong_dtype = take(vec![
+        u8s("p.trits", vec![rows, 14], 121),
+        u8s("p.scales", vec![rows, 4], 0),
+    ]);
+    assert!(wrong_dtype.0.is_err());
+    let no_biases = take(vec![
+        u8s("p.q4", vec![rows, 35], 0),
+        bf16s("p.scales", vec![rows, 2]),
+    ]);
+    assert!(no_biases.0.is_err());
+    let wrong_shape = take(vec![
+        u8s("p.trits", vec![rows, 13], 121),
+        bf16s("p.scales", vec![rows, 2]),
+    ]);
+    assert!(wrong_shape.0.is_err());
+    // dense fallback
+    let (l, _) = take(vec![bf16s("p.weight", vec![rows, cols])]);
+    assert!(matches!(l.unwrap().weight, LinearWeight::Dense(_)));
+    // 4-bit row table: row r decodes to scale·q + bias
+    let mut set = TensorSet::from_tensors(vec![
+        u8s("t.q4", vec![rows, 35], 0x21),
+        bf16s("t.scales", vec![rows, 2]),
+        bf16s("t.biases", vec![rows, 2]),
+    ])
+    .unwrap();
+    let table = RowTable::take(&mut set, "t", rows, cols).unwrap();
+    let mut row = vec![0.0; cols];
+    table.row_to_f32(3, &mut row).unwrap();
+    assert_eq!(&row[..2], &[1.0, 1.5]);
+    assert!(table.row_to_f32(4, &mut row).is_err());
+    assert!(table.row_to_f32(0, &mut row[..10]).is_err());
+}
