@@ -3,13 +3,12 @@
 //! their weight blobs (`--emit-mil`).
 
 use clap::Args;
-use clef_model::ane::mil::{check_blob_references, emit_all};
+use clef_model::ane::mil::{check_bundle_programs, emit_all};
 use clef_model::ane::plan::{ProgramKind, CONTEXT_BUCKETS};
 use clef_model::ane::programs::{plan_for, ProgramsFile};
 use clef_model::ane::{Part, TensorsFile, FORMAT, WEIGHT_BIN};
 use clef_model::bundle::Manifest;
 use clef_model::ModelConfig;
-use clef_quant::coreml::blob::BlobFile;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -181,14 +180,11 @@ fn emit(dir: &Path, cfg: &ModelConfig, out: &Path) -> anyhow::Result<()> {
     let programs = ProgramsFile::load(dir)?;
     let texts = emit_all(cfg, &tensors, &programs)?;
     let weights_src = dir.join(WEIGHT_BIN);
-    let bytes = std::fs::read(&weights_src)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", weights_src.display()))?;
-    let blobs = BlobFile::parse(&bytes)?;
+    // checked before anything is written
+    let (refs, blobs) = check_bundle_programs(dir, &texts).map_err(|e| anyhow::anyhow!("{e}"))?;
     std::fs::create_dir_all(out.join("programs"))?;
     std::fs::create_dir_all(out.join("weights"))?;
-    let mut refs = 0;
     for (path, text) in &texts {
-        refs += check_blob_references(text, &blobs).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
         let name = Path::new(path)
             .file_name()
             .ok_or_else(|| anyhow::anyhow!("bad program path {path}"))?;
@@ -210,7 +206,7 @@ fn emit(dir: &Path, cfg: &ModelConfig, out: &Path) -> anyhow::Result<()> {
         texts.len(),
         out.join("programs").display(),
         refs,
-        blobs.count()
+        blobs
     );
     Ok(())
 }

@@ -836,3 +836,24 @@ pub fn check_blob_references(
     }
     Ok(refs.len())
 }
+
+/// Checks every program text against the bundle's `weight.bin` (memory-mapped: the 27B file is
+/// 17 GB) with [`check_blob_references`]; returns the number of references and of blobs.
+pub fn check_bundle_programs(
+    dir: &std::path::Path,
+    texts: &[(String, String)],
+) -> std::result::Result<(usize, u32), String> {
+    let path = dir.join(super::WEIGHT_BIN);
+    let file = std::fs::File::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    // SAFETY: a read-only mapping of a bundle file; every access below is bounds-checked by
+    // the blob reader.
+    let map =
+        unsafe { memmap2::Mmap::map(&file) }.map_err(|e| format!("{}: {e}", path.display()))?;
+    let blobs = clef_quant::coreml::blob::BlobFile::parse(&map)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut refs = 0;
+    for (name, text) in texts {
+        refs += check_blob_references(text, &blobs).map_err(|e| format!("{name}: {e}"))?;
+    }
+    Ok((refs, blobs.count()))
+}
