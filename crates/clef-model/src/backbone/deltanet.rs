@@ -135,6 +135,7 @@ impl DeltaNet {
             }
         }
         silu_in_place(y);
+        s.precision.round_activations(y);
         let q = sized(&mut s.e, n * key_dim);
         let k = sized(&mut s.f, n * key_dim);
         let v = sized(&mut s.g, n * value_dim);
@@ -178,6 +179,7 @@ impl DeltaNet {
         // Gated RMSNorm per value head: w · RMSNorm(o) · SiLU(z), plain weight.
         let normed = sized(&mut s.a, n * value_dim);
         rms_norm_gated(o, z, d.dv, &self.norm, self.eps, normed);
+        s.precision.round_activations(normed);
         self.out_proj.forward(normed, n, out)
     }
 
