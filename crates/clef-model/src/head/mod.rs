@@ -11,7 +11,7 @@ use crate::config::HeadConfig;
 use crate::error::{ModelError, Result};
 use crate::linear::Linear;
 use crate::tensor::Tensor;
-use clef_kernels::{gelu_erf, layer_norm, sigmoid, softmax_in_place};
+use clef_kernels::{gelu_erf_in_place, layer_norm, sigmoid, softmax_in_place};
 use layout::SchemaLayout;
 use mha::Mha;
 use stream::HeadInputs;
@@ -45,7 +45,7 @@ struct FeedForward {
 impl FeedForward {
     fn apply(&self, x: &[f32], n: usize) -> Result<Vec<f32>> {
         let mut hdn = self.up.apply(x, n)?;
-        hdn.iter_mut().for_each(|v| *v = gelu_erf(*v));
+        gelu_erf_in_place(&mut hdn);
         self.down.apply(&hdn, n)
     }
 }
@@ -278,7 +278,7 @@ impl JointHead {
             }
         }
         let mut hid = self.scorer_hidden.apply(&pairs, n)?;
-        hid.iter_mut().for_each(|v| *v = gelu_erf(*v));
+        gelu_erf_in_place(&mut hid);
         let resid = self.scorer_out.apply(&hid, n)?;
 
         let g = &inp.last;
