@@ -16,14 +16,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let [_, dir, file] = args.as_slice() else {
         return Err("usage: hidden_states MODEL_DIR REQUEST.json".into());
     };
-    let cfg = EngineConfig { limits: Limits::reference(), ..Default::default() };
+    let cfg = EngineConfig {
+        limits: Limits::reference(),
+        ..Default::default()
+    };
     let engine = Engine::load(std::path::Path::new(dir), cfg)?;
     let json = parse_json(std::fs::read(file)?.as_slice()).map_err(|e| e.message)?;
-    let inner = json.as_object().and_then(|o| o.get("request")).unwrap_or(&json);
+    let inner = json
+        .as_object()
+        .and_then(|o| o.get("request"))
+        .unwrap_or(&json);
     let req = Request::from_json(inner, &engine.config.limits).map_err(|e| e.message)?;
-    let opts = DecideOptions { truncation: Truncation::State, ..Default::default() };
+    let opts = DecideOptions {
+        truncation: Truncation::State,
+        ..Default::default()
+    };
     let (encoded, hidden) = engine.hidden_states(&req, &opts).map_err(|e| e.message)?;
-    let media = prepare_media(&req, &engine.processor, &engine.config.media).map_err(|e| e.message)?;
+    let media =
+        prepare_media(&req, &engine.processor, &engine.config.media).map_err(|e| e.message)?;
     let pixels: Vec<&Vec<f32>> = media.inputs.iter().map(|i| &i.pixel_rows).collect();
     println!(
         "{}",

@@ -17,16 +17,28 @@ fn fixtures() -> PathBuf {
 fn check(name: &str) {
     let engine = Engine::load(
         &fixtures().join("models/tiny-b"),
-        EngineConfig { limits: Limits::reference(), ..Default::default() },
+        EngineConfig {
+            limits: Limits::reference(),
+            ..Default::default()
+        },
     )
     .unwrap();
     let text = std::fs::read(fixtures().join(format!("golden/tiny-a/{name}.json"))).unwrap();
     let json = parse_json(&text).unwrap();
-    let req = Request::from_json(json.as_object().unwrap().get("request").unwrap(), &engine.config.limits).unwrap();
-    let opts = DecideOptions { truncation: Truncation::State, ..Default::default() };
+    let req = Request::from_json(
+        json.as_object().unwrap().get("request").unwrap(),
+        &engine.config.limits,
+    )
+    .unwrap();
+    let opts = DecideOptions {
+        truncation: Truncation::State,
+        ..Default::default()
+    };
     let (encoded, hidden) = engine.hidden_states(&req, &opts).unwrap();
 
-    let reference = safetensors_file::open(&fixtures().join(format!("reference/tiny-b/{name}.safetensors"))).unwrap();
+    let reference =
+        safetensors_file::open(&fixtures().join(format!("reference/tiny-b/{name}.safetensors")))
+            .unwrap();
     let get = |n: &str| reference.tensors.iter().find(|t| t.name == n).unwrap();
     let ids: Vec<u32> = get("input_ids")
         .bytes()
@@ -39,8 +51,17 @@ fn check(name: &str) {
     assert_eq!(hidden.len(), want.len());
     let mut worst = 0.0f64;
     for (ours, theirs) in hidden.chunks_exact(h).zip(want.chunks_exact(h)) {
-        let diff: f64 = ours.iter().zip(theirs).map(|(a, b)| ((a - b) as f64).powi(2)).sum::<f64>().sqrt();
-        let norm: f64 = theirs.iter().map(|v| (*v as f64).powi(2)).sum::<f64>().sqrt();
+        let diff: f64 = ours
+            .iter()
+            .zip(theirs)
+            .map(|(a, b)| ((a - b) as f64).powi(2))
+            .sum::<f64>()
+            .sqrt();
+        let norm: f64 = theirs
+            .iter()
+            .map(|v| (*v as f64).powi(2))
+            .sum::<f64>()
+            .sqrt();
         worst = worst.max(diff / norm);
     }
     eprintln!("{name}: worst row relative difference {worst:.2e}");
