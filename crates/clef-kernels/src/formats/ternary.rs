@@ -12,9 +12,10 @@
 //!   group boundary) and stored with overlapping 8-lane stores;
 //! - AVX-512 VBMI: 48 packed bytes are translated at once (two 128-byte permutes per half) into
 //!   "2-bit planes" (digit i at bits 2i..2i+1 of a 10-bit word), each 16-weight block gathers its
-//!   words with one byte permute, shifts its digit into the low bits, and a 16-entry permute
-//!   against `s·[−1, 0, +1, 0]` yields the weights: four vector operations per 16 weights, no
-//!   branch and no division per weight, about the cost of a bf16 widening.
+//!   words with one byte permute, a multishift brings each lane's digit to the low bits, and a
+//!   16-entry permute against `s·[−1, 0, +1, 0]` yields the weights: three vector operations and
+//!   a store per 16 weights (index tables precomputed per starting phase), no branch and no
+//!   division per weight.
 //!
 //! Bytes above 242 are not valid codes; every decoder reads them as five zero trits, and
 //! [`TernaryView::first_invalid_byte`] lets a loader refuse them up front.
@@ -382,6 +383,45 @@ mod x86 {
     const WINDOW_BLOCKS: usize = 15;
     const WINDOW_BYTES: usize = 48;
 
+    /// Per starting phase (col0 mod 5) and block of a window: the byte-permute indices that put
+    /// lane l's plane word (low byte from the first source, high byte from the second) in its
+    /// dword, and the multishift controls that bring the lane's digit to bits 0..1 (the lane's
+    /// word sits at bit 0 or 32 of its qword).
+    #[repr(C, align(64))]
+    struct BlockTables {
+        gather: [[[u8; 64]; WINDOW_BLOCKS]; TRITS_PER_BYTE],
+        digit: [[[u8; 64]; WINDOW_BLOCKS]; TRITS_PER_BYTE],
+    }
+
+    const fn block_tables() -> BlockTables {
+        let mut t = BlockTables {
+            gather: [[[0; 64]; WINDOW_BLOCKS]; TRITS_PER_BYTE],
+            digit: [[[0; 64]; WINDOW_BLOCKS]; TRITS_PER_BYTE],
+        };
+        let mut p = 0;
+        while p < TRITS_PER_BYTE {
+            let mut b = 0;
+            while b < WINDOW_BLOCKS {
+                let mut l = 0;
+                while l < 16 {
+                    let c = p + 16 * b + l;
+                    let j = (c / TRITS_PER_BYTE) as u8;
+                    t.gather[p][b][4 * l] = j;
+                    t.gather[p][b][4 * l + 1] = 64 + j;
+                    t.gather[p][b][4 * l + 2] = j;
+                    t.gather[p][b][4 * l + 3] = j;
+                    t.digit[p][b][4 * l] = (32 * (l % 2) + 2 * (c % TRITS_PER_BYTE)) as u8;
+                    l += 1;
+                }
+                b += 1;
+            }
+            p += 1;
+        }
+        t
+    }
+
+    static BLOCKS: BlockTables = block_tables();
+
     /// `out[r·ld + c]` for rows `row0..row0 + nrows`, columns `col0..col0 + ncols` (col0 a
     /// multiple of 16). Whole 16-column blocks take the permute path; the last partial block is
     /// scalar.
@@ -397,24 +437,8 @@ mod x86 {
     ) {
         let phase = col0 % TRITS_PER_BYTE;
         let first_byte = col0 / TRITS_PER_BYTE;
-        // Per block b of a window: lane l reads the low and high plane bytes of packed byte
-        // j = (phase + 16b + l) / 5 of the window, then shifts digit (phase + 16b + l) % 5 down.
-        let mut gather = [[0u8; 64]; WINDOW_BLOCKS];
-        for (b, g) in gather.iter_mut().enumerate() {
-            for l in 0..16 {
-                let j = ((phase + 16 * b + l) / TRITS_PER_BYTE) as u8;
-                g[4 * l] = j;
-                g[4 * l + 1] = 64 + j;
-                g[4 * l + 2] = j;
-                g[4 * l + 3] = j;
-            }
-        }
-        let mut shift = [[0u32; 16]; TRITS_PER_BYTE];
-        for (b, s) in shift.iter_mut().enumerate() {
-            for (l, v) in s.iter_mut().enumerate() {
-                *v = 2 * ((phase + 16 * b + l) % TRITS_PER_BYTE) as u32;
-            }
-        }
+        let gather = &BLOCKS.gather[phase];
+        let digit = &BLOCKS.digit[phase];
         let (lo, hi) = (&PLANES.0, &PLANES.1);
         let load = |t: &[u8; 256], k: usize| _mm512_loadu_si512(t.as_ptr().add(64 * k) as *const _);
         let (lo0, lo1, lo2, lo3) = (load(lo, 0), load(lo, 1), load(lo, 2), load(lo, 3));
@@ -455,19 +479,20 @@ mod x86 {
                     _mm512_permutex2var_epi8(hi2, c, hi3),
                 );
                 let end = blocks.min((window + 1) * WINDOW_BLOCKS);
+                let mut b = blk - window * WINDOW_BLOCKS;
                 while blk < end {
-                    let b = blk - window * WINDOW_BLOCKS;
                     let g = (col0 + 16 * blk) / GROUP;
                     if g != group {
                         group = g;
                         table = _mm512_mul_ps(_mm512_set1_ps(scale_at(scales, g)), pattern);
                     }
-                    let idx = _mm512_loadu_si512(gather[b].as_ptr() as *const _);
+                    let idx = _mm512_load_si512(gather[b].as_ptr() as *const _);
                     let words = _mm512_permutex2var_epi8(plo, idx, phi);
-                    let sh = _mm512_loadu_si512(shift[b % TRITS_PER_BYTE].as_ptr() as *const _);
-                    let codes = _mm512_srlv_epi32(words, sh);
+                    let ctrl = _mm512_load_si512(digit[b].as_ptr() as *const _);
+                    let codes = _mm512_multishift_epi64_epi8(ctrl, words);
                     _mm512_storeu_ps(o.add(16 * blk), _mm512_permutexvar_ps(codes, table));
                     blk += 1;
+                    b += 1;
                 }
             }
             super::decode_scalar(trits, scales, col0 + 16 * blocks, &mut dst[16 * blocks..]);
