@@ -6,9 +6,10 @@
 use crate::checkpoint::TensorSet;
 use crate::error::{ModelError, Result};
 use crate::tensor::Tensor;
+use clef_kernels::formats::lowrank::{LowRankF32, WithAdapter};
 use clef_kernels::formats::lut6::Lut6View;
 use clef_kernels::formats::{affine4, affine4::Affine4View, ternary, ternary::TernaryView};
-use clef_kernels::{matmul, matmul_bias, matmul_panels};
+use clef_kernels::{matmul, matmul_panels, Isa, PanelDecode};
 use std::cell::RefCell;
 
 /// How a linear layer's weight is stored.
@@ -47,9 +48,11 @@ pub struct Affine4Weight {
 /// A low-rank adapter applied after the quantized product, unfolded (formats.md §3.5):
 /// `y += B (A x)` with A `[rank, cols]` and B `[rows, rank]` (BF16 in a bundle).
 pub struct LowRank {
-    pub a: Tensor,
-    pub b: Tensor,
     pub rank: usize,
+    /// Both factors widened to f32 at load (B transposed), for the adapter kernels.
+    pub kernel: LowRankF32,
+    /// `<p>.lora_a`, for error messages.
+    pub name: String,
 }
 
 impl LowRank {
@@ -70,9 +73,13 @@ impl LowRank {
                 expected: vec![rows, rank],
             });
         }
-        a.matrix()?;
-        b.matrix()?;
-        Ok(LowRank { a, b, rank })
+        let kernel = LowRankF32::from_f32(rank, rows, cols, a.to_f32()?, &b.to_f32()?)
+            .map_err(|e| kernel_error(&a.name, e))?;
+        Ok(LowRank {
+            rank,
+            kernel,
+            name: a.name.clone(),
+        })
     }
 
     /// Takes `<prefix>.lora_a` and `<prefix>.lora_b` when the bundle has them (both or none).
@@ -90,17 +97,44 @@ impl LowRank {
         Self::new(a, b, rows, cols).map(Some)
     }
 
-    /// `y += (x Aᵀ) Bᵀ`: two small dense products after the quantized one.
-    fn apply(&self, x: &[f32], m: usize, y: &mut [f32]) -> Result<()> {
-        let mut t = vec![0.0f32; m * self.rank];
-        matmul(x, m, &self.a.matrix()?, &mut t);
-        matmul_bias(&t, m, &self.b.matrix()?, None, y);
+    /// `y = W x + B (A x)`: `[x | x Aᵀ]` in one pass over x, then one product of `[W | B]`
+    /// with it, so the adapter's second factor rides along in the quantized product (no extra
+    /// pass over y).
+    fn matmul_with<W: PanelDecode>(&self, w: &W, x: &[f32], m: usize, y: &mut [f32]) -> Result<()> {
+        let fused = WithAdapter::new(w, &self.kernel).map_err(|e| kernel_error(&self.name, e))?;
+        let (r, cols) = (self.rank, w.cols());
+        let mut run = |ext: &mut Vec<f32>| {
+            ext.resize(m * (cols + r), 0.0);
+            self.kernel.extended_input(Isa::detect(), x, m, ext);
+            matmul_panels(ext, m, &fused, y);
+        };
+        // A reused buffer: a fresh multi-megabyte allocation per call costs page faults.
+        ADAPTER_SCRATCH.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut ext) => run(&mut ext),
+            Err(_) => run(&mut Vec::new()),
+        });
         Ok(())
     }
+}
 
-    fn release(&self) {
-        self.a.release();
-        self.b.release();
+thread_local! {
+    static ADAPTER_SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// `y = W x`, plus the adapter when there is one.
+fn matmul_adapted<W: PanelDecode>(
+    w: &W,
+    adapter: Option<&LowRank>,
+    x: &[f32],
+    m: usize,
+    y: &mut [f32],
+) -> Result<()> {
+    match adapter {
+        Some(a) => a.matmul_with(w, x, m, y),
+        None => {
+            matmul_panels(x, m, w, y);
+            Ok(())
+        }
     }
 }
 
@@ -190,17 +224,11 @@ impl LinearWeight {
             }
             LinearWeight::Ternary(w) => {
                 let view = ternary_view(&w.trits, &w.scales, w.rows, w.cols)?;
-                matmul_panels(x, m, &view, y);
-                if let Some(a) = &w.adapter {
-                    a.apply(x, m, y)?;
-                }
+                matmul_adapted(&view, w.adapter.as_ref(), x, m, y)?;
             }
             LinearWeight::Affine4(w) => {
                 let view = affine4_view(&w.codes, &w.scales, &w.biases, w.rows, w.cols)?;
-                matmul_panels(x, m, &view, y);
-                if let Some(a) = &w.adapter {
-                    a.apply(x, m, y)?;
-                }
+                matmul_adapted(&view, w.adapter.as_ref(), x, m, y)?;
             }
         }
         Ok(())
@@ -213,17 +241,11 @@ impl LinearWeight {
             LinearWeight::Ternary(w) => {
                 w.trits.release();
                 w.scales.release();
-                if let Some(a) = &w.adapter {
-                    a.release();
-                }
             }
             LinearWeight::Affine4(w) => {
                 w.codes.release();
                 w.scales.release();
                 w.biases.release();
-                if let Some(a) = &w.adapter {
-                    a.release();
-                }
             }
         }
     }

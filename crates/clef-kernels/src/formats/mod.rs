@@ -2,5 +2,6 @@
 //! [`crate::matmul_panels`] multiplies by it, expanding one panel at a time.
 
 pub mod affine4;
+pub mod lowrank;
 pub mod lut6;
 pub mod ternary;
