@@ -170,7 +170,12 @@ impl PanelDecode for Affine4View<'_> {
             return;
         }
         assert!(ld >= ncols && out.len() >= (nrows - 1) * ld + ncols);
+        let ahead = super::ternary::PREFETCH_ROWS_AHEAD;
+        let (first, last) = (col0 / 2, (col0 + ncols).div_ceil(2));
         for r in 0..nrows {
+            if r + ahead < nrows {
+                super::ternary::prefetch_l1(&self.row(row0 + r + ahead).codes[first..last]);
+            }
             let p = self.row(row0 + r);
             let dst = &mut out[r * ld..r * ld + ncols];
             // Vector paths start at an even column (a whole byte); an odd first column is
