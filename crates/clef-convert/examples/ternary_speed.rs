@@ -1,0 +1,142 @@
+//! clef-ternary-v1 linears against BF16 through the engine's `Linear::forward` (the runtime
+//! path: panel decode inside the blocked matmul, the CLoQ adapter fused into the product), in
+//! one process: Clef-Flash shapes at one 128-row prefill chunk, the formats alternated so that
+//! machine load hits them alike; best of N per shape and the ratios to BF16.
+//!
+//! `cargo run --release -p clef-convert --example ternary_speed -- [reps] [threads]`
+
+use clef_model::linear::{Linear, LowRank};
+use clef_model::tensor::{Dtype, Tensor};
+use std::time::Instant;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let reps: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(7);
+    let threads: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(2);
+    if let Err(e) = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build_global()
+    {
+        eprintln!("could not start {threads} threads: {e}");
+        return;
+    }
+    let m = 128;
+    let shapes = [
+        ("mlp.up_proj", 12288, 4096),
+        ("mlp.down_proj", 4096, 12288),
+        ("in_proj_qkv", 8192, 4096),
+        ("out_proj", 4096, 4096),
+    ];
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut bf16 = |n: usize, next: &mut dyn FnMut() -> u64| -> Vec<u8> {
+        (0..n)
+            .flat_map(|_| half::bf16::from_f32((next() % 2001) as f32 / 1e5 - 0.01).to_le_bytes())
+            .collect()
+    };
+    println!("{threads} threads, m = {m}, best of {reps}; ternary and 4-bit with rank-16 adapters");
+    println!(
+        "{:<14} {:>13} {:>9} {:>11} {:>9} {:>9} {:>9}",
+        "shape", "[rows, cols]", "bf16 ms", "ternary ms", "ratio", "4-bit ms", "ratio"
+    );
+    let mut sums = [0.0f64; 3];
+    for (name, rows, cols) in shapes {
+        let groups = cols / 64;
+        let dense = Tensor::owned(
+            "w",
+            Dtype::Bf16,
+            vec![rows, cols],
+            bf16(rows * cols, &mut next),
+        );
+        let adapter =
+            |next: &mut dyn FnMut() -> u64,
+             bf16: &mut dyn FnMut(usize, &mut dyn FnMut() -> u64) -> Vec<u8>| {
+                let a = Tensor::owned("a", Dtype::Bf16, vec![16, cols], bf16(16 * cols, next));
+                let b = Tensor::owned("b", Dtype::Bf16, vec![rows, 16], bf16(rows * 16, next));
+                LowRank::new(a, b, rows, cols)
+            };
+        let trits: Vec<u8> = (0..rows * cols.div_ceil(5))
+            .map(|_| (next() % 243) as u8)
+            .collect();
+        let scales = Tensor::owned(
+            "s",
+            Dtype::Bf16,
+            vec![rows, groups],
+            bf16(rows * groups, &mut next),
+        );
+        let q4: Vec<u8> = (0..rows * cols / 2).map(|_| next() as u8).collect();
+        let (Ok(a1), Ok(a2)) = (adapter(&mut next, &mut bf16), adapter(&mut next, &mut bf16))
+        else {
+            eprintln!("adapter construction failed");
+            return;
+        };
+        let lin = [
+            Linear::dense(dense, None, rows, cols),
+            Linear::ternary(
+                Tensor::owned("t", Dtype::U8, vec![rows, cols.div_ceil(5)], trits),
+                scales.clone(),
+                Some(a1),
+                rows,
+                cols,
+            ),
+            Linear::affine4(
+                Tensor::owned("q", Dtype::U8, vec![rows, cols / 2], q4),
+                scales.clone(),
+                scales,
+                Some(a2),
+                rows,
+                cols,
+            ),
+        ];
+        let lin: Vec<Linear> = match lin.into_iter().collect() {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("{name}: {e}");
+                return;
+            }
+        };
+        let x: Vec<f32> = (0..m * cols)
+            .map(|_| (next() % 2001) as f32 / 1e3 - 1.0)
+            .collect();
+        let mut y = vec![0.0f32; m * rows];
+        let mut best = [f64::MAX; 3];
+        for _ in 0..reps {
+            for (k, l) in lin.iter().enumerate() {
+                let t0 = Instant::now();
+                if let Err(e) = l.forward(&x, m, &mut y) {
+                    eprintln!("{name}: {e}");
+                    return;
+                }
+                best[k] = best[k].min(t0.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+        for (s, b) in sums.iter_mut().zip(best) {
+            *s += b;
+        }
+        println!(
+            "{:<14} {:>13} {:>9.2} {:>11.2} {:>9.3} {:>9.2} {:>9.3}",
+            name,
+            format!("[{rows}, {cols}]"),
+            best[0],
+            best[1],
+            best[1] / best[0],
+            best[2],
+            best[2] / best[0]
+        );
+    }
+    println!(
+        "{:<14} {:>13} {:>9.2} {:>11.2} {:>9.3} {:>9.2} {:>9.3}",
+        "sum",
+        "",
+        sums[0],
+        sums[1],
+        sums[1] / sums[0],
+        sums[2],
+        sums[2] / sums[0]
+    );
+}
