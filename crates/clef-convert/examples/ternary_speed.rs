@@ -34,11 +34,6 @@ fn main() {
         state ^= state << 17;
         state
     };
-    let mut bf16 = |n: usize, next: &mut dyn FnMut() -> u64| -> Vec<u8> {
-        (0..n)
-            .flat_map(|_| half::bf16::from_f32((next() % 2001) as f32 / 1e5 - 0.01).to_le_bytes())
-            .collect()
-    };
     println!("{threads} threads, m = {m}, best of {reps}; ternary and 4-bit with rank-16 adapters");
     println!(
         "{:<14} {:>13} {:>9} {:>11} {:>9} {:>9} {:>9}",
@@ -53,13 +48,6 @@ fn main() {
             vec![rows, cols],
             bf16(rows * cols, &mut next),
         );
-        let adapter =
-            |next: &mut dyn FnMut() -> u64,
-             bf16: &mut dyn FnMut(usize, &mut dyn FnMut() -> u64) -> Vec<u8>| {
-                let a = Tensor::owned("a", Dtype::Bf16, vec![16, cols], bf16(16 * cols, next));
-                let b = Tensor::owned("b", Dtype::Bf16, vec![rows, 16], bf16(rows * 16, next));
-                LowRank::new(a, b, rows, cols)
-            };
         let trits: Vec<u8> = (0..rows * cols.div_ceil(5))
             .map(|_| (next() % 243) as u8)
             .collect();
@@ -70,8 +58,10 @@ fn main() {
             bf16(rows * groups, &mut next),
         );
         let q4: Vec<u8> = (0..rows * cols / 2).map(|_| next() as u8).collect();
-        let (Ok(a1), Ok(a2)) = (adapter(&mut next, &mut bf16), adapter(&mut next, &mut bf16))
-        else {
+        let (Ok(a1), Ok(a2)) = (
+            adapter(rows, cols, &mut next),
+            adapter(rows, cols, &mut next),
+        ) else {
             eprintln!("adapter construction failed");
             return;
         };
@@ -139,4 +129,22 @@ fn main() {
         sums[2],
         sums[2] / sums[0]
     );
+}
+
+/// `n` BF16 values in ±0.01, little-endian bytes.
+fn bf16(n: usize, next: &mut impl FnMut() -> u64) -> Vec<u8> {
+    (0..n)
+        .flat_map(|_| half::bf16::from_f32((next() % 2001) as f32 / 1e5 - 0.01).to_le_bytes())
+        .collect()
+}
+
+/// A random rank-16 adapter for a `[rows, cols]` linear.
+fn adapter(
+    rows: usize,
+    cols: usize,
+    next: &mut impl FnMut() -> u64,
+) -> clef_model::Result<LowRank> {
+    let a = Tensor::owned("a", Dtype::Bf16, vec![16, cols], bf16(16 * cols, next));
+    let b = Tensor::owned("b", Dtype::Bf16, vec![rows, 16], bf16(rows * 16, next));
+    LowRank::new(a, b, rows, cols)
 }
