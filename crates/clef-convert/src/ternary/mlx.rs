@@ -144,6 +144,24 @@ impl Make {
     }
 }
 
+/// A writer that counts the bytes passed through.
+struct Counted<'a, W: Write> {
+    inner: &'a mut W,
+    n: usize,
+}
+
+impl<W: Write> Write for Counted<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let k = self.inner.write(buf)?;
+        self.n += k;
+        Ok(k)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 /// Writes a safetensors file (any dtype name), streaming each tensor.
 fn write_file(path: &Path, outs: &[Out], meta: &BTreeMap<String, String>) -> Result<u64> {
     let mut obj = serde_json::Map::new();
@@ -170,17 +188,18 @@ fn write_file(path: &Path, outs: &[Out], meta: &BTreeMap<String, String>) -> Res
         .and_then(|_| w.write_all(header.as_bytes()))
         .map_err(|e| io_error(path, e))?;
     for o in outs {
-        let mut buf = Vec::with_capacity(o.bytes);
-        o.make.write(&mut buf).map_err(|e| io_error(path, e))?;
-        if buf.len() != o.bytes {
+        // straight into the file (a table is half a gigabyte), counting what was written
+        let mut counted = Counted {
+            inner: &mut w,
+            n: 0,
+        };
+        o.make.write(&mut counted).map_err(|e| io_error(path, e))?;
+        if counted.n != o.bytes {
             return Err(ConvertError::Invalid(format!(
                 "{}: produced {} bytes, expected {}",
-                o.name,
-                buf.len(),
-                o.bytes
+                o.name, counted.n, o.bytes
             )));
         }
-        w.write_all(&buf).map_err(|e| io_error(path, e))?;
         total += o.bytes as u64;
     }
     w.flush().map_err(|e| io_error(path, e))?;
