@@ -5,7 +5,8 @@
 //!
 //! REQUEST.json is a bare request or a reference fixture holding one under "request" (validated
 //! with the reference profile). Prints JSON: `ids`, `types` (mm_token_type_ids), `pixels` (patch
-//! rows per media item, images first), `hidden` (final-normed rows, flattened).
+//! rows per media item, images first), `grids` ([t, h, w] patches per item), `images` (how many
+//! items are images), `hidden` (final-normed rows, flattened).
 
 use clef_api::{parse_json, Limits, Request};
 use clef_encode::Truncation;
@@ -35,9 +36,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let media =
         prepare_media(&req, &engine.processor, &engine.config.media).map_err(|e| e.message)?;
     let pixels: Vec<&Vec<f32>> = media.inputs.iter().map(|i| &i.pixel_rows).collect();
+    let grids: Vec<[usize; 3]> = media
+        .inputs
+        .iter()
+        .map(|i| [i.grid.t, i.grid.h, i.grid.w])
+        .collect();
     println!(
         "{}",
-        serde_json::json!({"ids": encoded.input_ids, "types": encoded.token_types(), "pixels": pixels, "hidden": hidden})
+        serde_json::json!({
+            "ids": encoded.input_ids,
+            "types": encoded.token_types(),
+            "pixels": pixels,
+            "grids": grids,
+            "images": media.layout.images.len(),
+            "hidden": hidden
+        })
     );
     Ok(())
 }

@@ -1,8 +1,9 @@
 //! A second checkpoint whose shapes differ from the fixtures' wherever an implementation could
 //! assume them (3 value heads per key head, dk ≠ dv, head_dim 40, full attention every third
 //! layer, mrope sections [2, 2, 1], a 6×6 vision position table, 3 vision heads): the backbone's
-//! final rows must match transformers' float32 `last_hidden_state` (text, and image + video),
-//! as produced by tests/fixtures/reference/tiny-b/generate.py.
+//! final rows must match transformers' float32 `last_hidden_state` (text; an image and a video;
+//! three images of different sizes and a three-pair video), as produced by
+//! tests/fixtures/reference/tiny-b/generate.py.
 
 use clef_api::{parse_json, Limits, Request};
 use clef_encode::Truncation;
@@ -14,7 +15,7 @@ fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
 }
 
-fn check(name: &str) {
+fn check(name: &str, request_file: PathBuf) {
     let engine = Engine::load(
         &fixtures().join("models/tiny-b"),
         EngineConfig {
@@ -23,7 +24,7 @@ fn check(name: &str) {
         },
     )
     .unwrap();
-    let text = std::fs::read(fixtures().join(format!("golden/tiny-a/{name}.json"))).unwrap();
+    let text = std::fs::read(request_file).unwrap();
     let json = parse_json(&text).unwrap();
     let req = Request::from_json(
         json.as_object().unwrap().get("request").unwrap(),
@@ -70,10 +71,24 @@ fn check(name: &str) {
 
 #[test]
 fn tiny_b_text_matches_transformers() {
-    check("a01_support_basic");
+    check(
+        "a01_support_basic",
+        fixtures().join("golden/tiny-a/a01_support_basic.json"),
+    );
 }
 
 #[test]
 fn tiny_b_image_and_video_match_transformers() {
-    check("a27_image_and_video");
+    check(
+        "a27_image_and_video",
+        fixtures().join("golden/tiny-a/a27_image_and_video.json"),
+    );
+}
+
+#[test]
+fn tiny_b_three_images_of_different_sizes_and_three_frame_pairs_match_transformers() {
+    check(
+        "multi_media",
+        fixtures().join("reference/tiny-b/multi_media.json"),
+    );
 }
