@@ -164,3 +164,68 @@ fn a_model_that_cannot_load_stops_the_server_with_an_error() {
     let log = server.log_text();
     assert!(log.contains("loading the model"), "{log}");
 }
+
+/// Reads until the server closes the connection; the bound only keeps a broken server from
+/// hanging the suite (it is far above the timeouts under test).
+fn read_until_closed(stream: &mut std::net::TcpStream) -> Vec<u8> {
+    use std::io::Read;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut got = Vec::new();
+    match stream.read_to_end(&mut got) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        Err(e) => panic!("the server kept the connection open: {e}"),
+    }
+    got
+}
+
+#[test]
+fn a_client_that_never_finishes_its_headers_is_disconnected() {
+    let server = Server::start(&["--header-timeout", "0.5"]);
+    let mut silent = std::net::TcpStream::connect(server.addr).unwrap();
+    silent
+        .write_all(b"POST /v1/systemone HTTP/1.1\r\nhost: localhost\r\n")
+        .unwrap();
+    let t0 = Instant::now();
+    read_until_closed(&mut silent);
+    // Closed by the header timer, not by the 60 s read bound above.
+    assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
+    let r = server.post(SYSTEMONE, golden("a11_numeric_ids").request_text.as_bytes());
+    assert_eq!(r.status, 200, "{}", r.text());
+}
+
+#[test]
+fn a_body_that_trickles_past_the_deadline_is_408_3007() {
+    let server = Server::start(&["--deadline", "0.5"]);
+    let mut slow = std::net::TcpStream::connect(server.addr).unwrap();
+    slow.write_all(
+        b"POST /v1/systemone HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+          content-length: 1000\r\nconnection: close\r\n\r\n{\"model\": ",
+    )
+    .unwrap();
+    let raw = read_until_closed(&mut slow);
+    let text = String::from_utf8_lossy(&raw);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("3007"), "{text}");
+}
+
+#[test]
+fn connections_over_the_limit_wait_for_a_free_one() {
+    let server = Server::start(&["--max-connections", "1", "--header-timeout", "1"]);
+    // Holds the only connection until the header timer closes it; the request below must
+    // then be served rather than refused or lost.
+    let mut silent = std::net::TcpStream::connect(server.addr).unwrap();
+    silent.write_all(b"GET /healthz HTTP/1.1\r\n").unwrap();
+    let r = server.post(SYSTEMONE, golden("a11_numeric_ids").request_text.as_bytes());
+    assert_eq!(r.status, 200, "{}", r.text());
+    // The answer came only once the silent connection had been closed.
+    silent.set_nonblocking(true).unwrap();
+    let mut byte = [0u8; 1];
+    match std::io::Read::read(&mut silent, &mut byte) {
+        Ok(0) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        other => panic!("the first connection was still open: {other:?}"),
+    }
+}

@@ -36,6 +36,11 @@ pub struct ServerConfig {
     pub retry_after_s: u64,
     /// Prompts longer than this get `x-clef-warning: context-beyond-training-length`.
     pub training_length: usize,
+    /// Time a connection may take to send a request head, and the longest an idle
+    /// keep-alive connection is kept; a slow or silent client cannot hold a connection.
+    pub header_timeout: Duration,
+    /// Connections open at once; further clients wait in the listen backlog.
+    pub max_connections: usize,
 }
 
 impl Default for ServerConfig {
@@ -51,6 +56,8 @@ impl Default for ServerConfig {
             answer: AnswerOptions::default(),
             retry_after_s: 1,
             training_length: TRAINING_LENGTH,
+            header_timeout: Duration::from_secs(30),
+            max_connections: 1024,
         }
     }
 }
@@ -67,6 +74,10 @@ pub enum ConfigError {
     ApiKey,
     #[error("Retry-After must be at least 1 second")]
     RetryAfter,
+    #[error("the header timeout must be longer than zero")]
+    HeaderTimeout,
+    #[error("at least one connection must be allowed")]
+    Connections,
 }
 
 impl ServerConfig {
@@ -88,6 +99,12 @@ impl ServerConfig {
         }
         if self.retry_after_s == 0 {
             return Err(ConfigError::RetryAfter);
+        }
+        if self.header_timeout.is_zero() {
+            return Err(ConfigError::HeaderTimeout);
+        }
+        if self.max_connections == 0 {
+            return Err(ConfigError::Connections);
         }
         Ok(())
     }
@@ -124,5 +141,10 @@ mod tests {
             ConfigError::ApiKey
         );
         assert_eq!(bad(|c| c.retry_after_s = 0), ConfigError::RetryAfter);
+        assert_eq!(
+            bad(|c| c.header_timeout = Duration::ZERO),
+            ConfigError::HeaderTimeout
+        );
+        assert_eq!(bad(|c| c.max_connections = 0), ConfigError::Connections);
     }
 }

@@ -86,7 +86,13 @@ async fn run(
         pipeline::check_path_model(&model.names, path_model)?;
     }
     let opts = request_options(headers, &app.config)?;
-    let bytes = read_body(headers, body, app.config.max_body_bytes).await?;
+    // A client that trickles its body must not hold the request past its deadline.
+    let bytes = tokio::time::timeout_at(
+        ctx.deadline,
+        read_body(headers, body, app.config.max_body_bytes),
+    )
+    .await
+    .map_err(|_| ApiError::deadline())??;
     stats.body_bytes = bytes.len();
 
     let t = Instant::now();

@@ -4,10 +4,15 @@ use crate::config::{ConfigError, ServerConfig};
 use crate::loaded::LoadedModel;
 use crate::routes::router;
 use crate::state::AppState;
-use axum::serve::ListenerExt;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto::Builder;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Semaphore;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -66,6 +71,12 @@ impl Server {
 
     /// Serve until `shutdown` completes, then stop accepting connections, answer requests
     /// that arrive on open connections with 503, finish the ones in flight and return.
+    ///
+    /// The accept loop is ours rather than `axum::serve` because that one sets no timer:
+    /// a client that opens connections and never finishes its headers would hold each one
+    /// forever. Here every HTTP/1 connection must deliver a request head within
+    /// `header_timeout` (idle keep-alive connections included), and at most
+    /// `max_connections` are open at once; further clients wait in the kernel's backlog.
     pub async fn run(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
@@ -80,13 +91,54 @@ impl Server {
                 "shutting down: finishing in-flight requests, refusing new ones"
             );
         };
-        // Answers are one small write each; do not let Nagle hold them back.
-        let listener = self.listener.tap_io(|tcp| {
+        let config = &self.state.config;
+        let slots = Arc::new(Semaphore::new(config.max_connections));
+        // HTTP/1.1 only: every connection then runs under the header timer below (an h2c
+        // connection would need its own keep-alive policing, and no client here needs it).
+        let mut builder = Builder::new(TokioExecutor::new()).http1_only();
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(config.header_timeout);
+        let app = router(self.state.clone());
+        let graceful = GracefulShutdown::new();
+        let mut signal = std::pin::pin!(signal);
+        loop {
+            let slot = tokio::select! {
+                slot = slots.clone().acquire_owned() => match slot {
+                    Ok(slot) => slot,
+                    Err(_) => break, // closed: nothing closes it, but do not spin if it were
+                },
+                _ = &mut signal => break,
+            };
+            let tcp = tokio::select! {
+                accepted = self.listener.accept() => match accepted {
+                    Ok((tcp, _)) => tcp,
+                    Err(e) => {
+                        // Out of file descriptors and the like: back off instead of spinning.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+                _ = &mut signal => break,
+            };
+            // Answers are one small write each; do not let Nagle hold them back.
             let _ = tcp.set_nodelay(true);
-        });
-        axum::serve(listener, router(self.state))
-            .with_graceful_shutdown(signal)
-            .await?;
+            let service = TowerToHyperService::new(app.clone());
+            let connection = builder
+                .serve_connection_with_upgrades(TokioIo::new(tcp), service)
+                .into_owned();
+            let connection = graceful.watch(connection);
+            tokio::spawn(async move {
+                if let Err(e) = connection.await {
+                    tracing::debug!(error = %e, "connection ended with an error");
+                }
+                drop(slot);
+            });
+        }
+        drop(self.listener);
+        graceful.shutdown().await;
         Ok(())
     }
 }

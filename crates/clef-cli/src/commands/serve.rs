@@ -67,6 +67,14 @@ pub struct ServeArgs {
     /// reported in `x-clef-truncated-state-tokens`.
     #[arg(long, env = "CLEF_TRUNCATE_STATE")]
     pub truncate_state: bool,
+    /// Seconds a connection may take to send a request's headers; also how long an idle
+    /// keep-alive connection stays open. Slow or silent clients are disconnected.
+    #[arg(long, default_value_t = 30.0, env = "CLEF_HEADER_TIMEOUT")]
+    pub header_timeout: f64,
+    /// Connections open at once; further clients wait in the listen backlog until one
+    /// closes.
+    #[arg(long, default_value_t = 1024, env = "CLEF_MAX_CONNECTIONS")]
+    pub max_connections: usize,
     /// Seconds sent in Retry-After on 429 and 503.
     #[arg(long, default_value_t = 1, env = "CLEF_RETRY_AFTER")]
     pub retry_after: u64,
@@ -124,6 +132,12 @@ impl ServeArgs {
         if !(self.deadline.is_finite() && self.deadline > 0.0 && self.deadline <= 1e9) {
             anyhow::bail!("--deadline must be a positive number of seconds");
         }
+        if !(self.header_timeout.is_finite()
+            && self.header_timeout > 0.0
+            && self.header_timeout <= 1e6)
+        {
+            anyhow::bail!("--header-timeout must be a positive number of seconds");
+        }
         if self.io_threads == 0 {
             anyhow::bail!("--io-threads must be at least 1");
         }
@@ -137,6 +151,8 @@ impl ServeArgs {
             truncate_state: self.truncate_state,
             answer: self.output.answer_options(),
             retry_after_s: self.retry_after,
+            header_timeout: Duration::from_secs_f64(self.header_timeout),
+            max_connections: self.max_connections,
             ..Default::default()
         };
         config.validate()?;
