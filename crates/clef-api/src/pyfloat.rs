@@ -24,15 +24,7 @@ pub fn write_python_float(out: &mut String, x: f64) {
         out.push_str(if x.is_sign_negative() { "-0.0" } else { "0.0" });
         return;
     }
-    // Rust's `{:e}` already yields the shortest round-trip digits (like Python's repr);
-    // only the placement of the decimal point and the exponent spelling differ.
-    let sci = format!("{:e}", x.abs());
-    let (mantissa, exponent) = match sci.split_once('e') {
-        Some(parts) => parts,
-        None => (sci.as_str(), "0"),
-    };
-    let exponent: i32 = exponent.parse().unwrap_or(0);
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let (digits, exponent) = shortest_digits(x.abs());
     if x < 0.0 {
         out.push('-');
     }
@@ -67,6 +59,31 @@ pub fn write_python_float(out: &mut String, x: f64) {
         }
         out.push_str(&magnitude.to_string());
     }
+}
+
+/// The shortest round-trip digits of a finite, positive `x` and the decimal exponent of the
+/// first digit, chosen as Python's `repr` (David Gay's dtoa, mode 0) chooses them.
+///
+/// Rust's `{:e}` gives the shortest digit count, but when `x` lies exactly halfway between two
+/// round-tripping strings of that length it rounds the tie up, where Python rounds it to the
+/// even digit (`1267860061485775.25` → `…775.2`, not `…775.3`). Rust's fixed-precision `{:.Ne}`
+/// rounds the exact binary value with ties to even, so at the same length it gives Python's
+/// pick whenever that string round-trips (it is the nearest one). Near a power of two the
+/// nearest string may fall outside the asymmetric rounding interval; the shortest form is then
+/// the only candidate and stays.
+fn shortest_digits(x: f64) -> (String, i32) {
+    let split = |sci: &str| -> (String, i32) {
+        let (mantissa, exponent) = sci.split_once('e').unwrap_or((sci, "0"));
+        let digits = mantissa.chars().filter(|c| *c != '.').collect();
+        (digits, exponent.parse().unwrap_or(0))
+    };
+    let shortest = format!("{x:e}");
+    let (digits, exponent) = split(&shortest);
+    let nearest = format!("{:.*e}", digits.len() - 1, x);
+    if nearest != shortest && nearest.parse::<f64>() == Ok(x) {
+        return split(&nearest);
+    }
+    (digits, exponent)
 }
 
 /// Python `round(x, ndigits)` for floats: the exact binary value rounded to the nearest multiple
@@ -108,6 +125,27 @@ mod tests {
         ];
         for (x, want) in cases {
             assert_eq!(python_float_repr(x), want, "{x:e}");
+        }
+    }
+
+    /// encoding.md §2 (line 36): floats are written as Python `repr(float)`. When the value lies
+    /// exactly halfway between the two shortest round-tripping digit strings, Python (David
+    /// Gay's dtoa, mode 0) picks the even last digit; Rust's `{:e}` rounds the tie up.
+    /// Expected strings are Python 3's own `repr` of these values.
+    #[test]
+    fn repr_breaks_shortest_digit_ties_to_even() {
+        let cases = [
+            ("1267860061485775.25", "1267860061485775.2"),
+            ("-625666732998560.25", "-625666732998560.2"),
+            ("704671096823540.25", "704671096823540.2"),
+            ("19657848128154.8125", "19657848128154.812"),
+            ("33080065697692.5625", "33080065697692.562"),
+            ("174182809801704.625", "174182809801704.62"),
+            ("-126430982921026.625", "-126430982921026.62"),
+        ];
+        for (literal, want) in cases {
+            let x: f64 = literal.parse().unwrap();
+            assert_eq!(python_float_repr(x), want, "{literal}");
         }
     }
 

@@ -85,4 +85,18 @@ mod tests {
         assert_eq!(r("-0"), "0");
         assert_eq!(r("1.25e3"), "1250.0");
     }
+
+    /// encoding.md §2 (line 36): a float is written as Python `repr(float)`, which breaks an
+    /// exact tie between two shortest digit strings to the even digit (Python's own output).
+    #[test]
+    fn float_digit_ties_go_to_even() {
+        assert_eq!(
+            r("[1267860061485775.25,-0.0,1e16]"),
+            "[1267860061485775.2,-0.0,1e+16]"
+        );
+        assert_eq!(
+            r(r#"{"x":174182809801704.625}"#),
+            r#"{"x":174182809801704.62}"#
+        );
+    }
 }
