@@ -125,6 +125,18 @@ fn answer(q: &Question, encoded: &[f64], opts: &AnswerOptions) -> Result<Answer,
     for (k, &i) in q.encode_order().iter().enumerate() {
         p[i] = encoded[k];
     }
+    // Full precision (api.md §4): the values are returned as f64 and must sum to 1 within
+    // 1e-12. The engine's softmax is stored in f32 (as the reference's), whose sum is only
+    // within ~1e-7 of 1, so renormalise in f64; this moves each value by a few f32 ulps at
+    // most. Rounded output keeps the f32 values, as the reference rounds them.
+    if opts.rounding.is_none() {
+        let total: f64 = p.iter().sum();
+        if total > 0.0 && total.is_finite() {
+            for v in &mut p {
+                *v /= total;
+            }
+        }
+    }
     let ids = q.request_option_ids();
     let probabilities = || -> Vec<(String, f64)> {
         ids.iter()
@@ -237,5 +249,90 @@ impl Response {
             "{{\"result\":{},\"success\":true,\"errors\":[],\"messages\":[]}}",
             self.to_json_string()
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limits::{Limits, Profile};
+
+    fn request(questions: &str) -> Request {
+        let body = format!(r#"{{"model":"clef","state":"s","questions":{questions}}}"#);
+        crate::request::parse_request(body.as_bytes(), &Limits::for_profile(Profile::Workers))
+            .unwrap()
+    }
+
+    /// What the engine hands over: a softmax computed in f64, stored as f32 (as the
+    /// reference's float32 softmax), widened back to f64.
+    fn f32_softmax(logits: &[f64]) -> Vec<f64> {
+        let m = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let e: Vec<f64> = logits.iter().map(|v| (v - m).exp()).collect();
+        let s: f64 = e.iter().sum();
+        e.iter().map(|v| (v / s) as f32 as f64).collect()
+    }
+
+    fn logits(n: usize, seed: u64) -> Vec<f64> {
+        let mut x = seed;
+        (0..n)
+            .map(|_| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((x >> 11) as f64 / (1u64 << 53) as f64) * 8.0 - 4.0
+            })
+            .collect()
+    }
+
+    fn values(pairs: &[(String, f64)]) -> Vec<f64> {
+        pairs.iter().map(|(_, v)| *v).collect()
+    }
+
+    /// api.md §4 (line 177-178): with `--rounding none` / `x-clef-precision: full` the
+    /// distributions sum to 1 within 1e-12 (and the score is Σ i·p_i of the returned values).
+    #[test]
+    fn full_precision_distributions_sum_to_one_within_1e_12() {
+        let criteria: Vec<String> = (0..255).map(|i| format!(r#""o{i}":"d{i}""#)).collect();
+        let req = request(&format!(
+            r#"{{"c":{{"type":"choice","instructions":"i","criteria":{{{}}}}},
+                "s":{{"type":"score","instructions":"i","criteria":["0","1","2","3","4","5","6","7","8","9"]}},
+                "u":{{"type":"noul","instructions":"i"}}}}"#,
+            criteria.join(",")
+        ));
+        let full = AnswerOptions {
+            rounding: None,
+            confidence: ConfidenceFormula::Pmax,
+        };
+        for seed in 0..20 {
+            let p = vec![
+                f32_softmax(&logits(255, seed)),
+                f32_softmax(&logits(10, seed + 1000)),
+                f32_softmax(&logits(2, seed + 2000)),
+            ];
+            let r = build_response(&req, &p, 1, &full).unwrap();
+            for (id, a) in &r.answers {
+                let (sum, score) = match a {
+                    Answer::Noul { noul } => (1.0, *noul),
+                    Answer::Choice { probabilities, .. } => {
+                        (values(probabilities).iter().sum::<f64>(), 0.0)
+                    }
+                    Answer::Score {
+                        score,
+                        probabilities,
+                        ..
+                    } => {
+                        let v = values(probabilities);
+                        let expected: f64 = v.iter().enumerate().map(|(i, p)| i as f64 * p).sum();
+                        assert!(
+                            (score - expected).abs() <= 1e-12,
+                            "{id}: {score} {expected}"
+                        );
+                        (v.iter().sum::<f64>(), 0.0)
+                    }
+                };
+                assert!((sum - 1.0).abs() <= 1e-12, "seed {seed} {id}: sum {sum:e}");
+                assert!((0.0..=1.0).contains(&score) || matches!(a, Answer::Score { .. }));
+            }
+        }
     }
 }
