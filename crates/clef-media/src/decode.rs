@@ -278,12 +278,113 @@ pub fn decode_image_with(
     let (_, decoder) = open(content_type, bytes, limits)?;
     let dl = decoder_limits(limits);
     let (mut img, orientation) = match decoder {
-        AnyDecoder::Png(d) => finish(*d, dl)?,
+        AnyDecoder::Png(d) => {
+            let (img, orientation) = finish(*d, dl)?;
+            (pillow_png_mode(img, png_header(bytes)), orientation)
+        }
         AnyDecoder::Jpeg(d) => finish(d, dl)?,
         AnyDecoder::WebP(d) => finish(d, dl)?,
     };
     img.apply_orientation(orientation);
     Ok(to_rgb(img, alpha))
+}
+
+/// What a PNG's header says about its samples: colour type, bit depth and the raw tRNS key of
+/// a greyscale or RGB image (chunks before the first `IDAT`).
+#[derive(Debug, Clone, Copy, Default)]
+struct PngHeader {
+    color_type: u8,
+    bit_depth: u8,
+    has_trns: bool,
+    gray_key: Option<u16>,
+}
+
+fn png_header(bytes: &[u8]) -> PngHeader {
+    let mut h = PngHeader::default();
+    let mut pos = 8usize;
+    while pos + 8 <= bytes.len() {
+        let len = u32::from_be_bytes([bytes[pos], bytes[pos + 1], bytes[pos + 2], bytes[pos + 3]])
+            as usize;
+        let kind = &bytes[pos + 4..pos + 8];
+        let data = pos + 8;
+        if kind == b"IDAT" || kind == b"IEND" {
+            break;
+        }
+        let body = bytes.get(data..data.saturating_add(len));
+        match (kind, body) {
+            (b"IHDR", Some(b)) if b.len() >= 10 => {
+                h.bit_depth = b[8];
+                h.color_type = b[9];
+            }
+            (b"tRNS", Some(b)) => {
+                h.has_trns = true;
+                if h.color_type == 0 && b.len() >= 2 {
+                    h.gray_key = Some(u16::from_be_bytes([b[0], b[1]]));
+                }
+            }
+            _ => {}
+        }
+        let Some(next) = data.checked_add(len).and_then(|p| p.checked_add(4)) else {
+            break;
+        };
+        pos = next;
+    }
+    h
+}
+
+/// Brings the image crate's expansion of a PNG to the mode Pillow opens it in, where the two
+/// differ (model.md §7.1: the reference converts Pillow's image with `convert_to_rgb`):
+///
+/// - RGB with a tRNS colour key: Pillow's mode is `RGB` (the key only in `info`), which
+///   `convert_to_rgb` returns unchanged, so the key is ignored rather than composited;
+/// - greyscale below 8 bits with tRNS: Pillow scales the samples to 8 bits (`L`) but keeps the
+///   raw key, so a pixel is transparent only when its scaled value equals the raw key;
+/// - 16-bit greyscale: Pillow's mode `I;16`, whose conversion to RGB(A) clips at 255 instead of
+///   keeping the high byte.
+fn pillow_png_mode(img: DynamicImage, h: PngHeader) -> DynamicImage {
+    match img {
+        DynamicImage::ImageRgba8(i) if h.color_type == 2 && h.has_trns => {
+            DynamicImage::ImageRgb8(RgbImage::from_fn(i.width(), i.height(), |x, y| {
+                let p = i.get_pixel(x, y).0;
+                image::Rgb([p[0], p[1], p[2]])
+            }))
+        }
+        DynamicImage::ImageRgba16(i) if h.color_type == 2 && h.has_trns => {
+            DynamicImage::ImageRgb16(image::ImageBuffer::from_fn(
+                i.width(),
+                i.height(),
+                |x, y| {
+                    let p = i.get_pixel(x, y).0;
+                    image::Rgb([p[0], p[1], p[2]])
+                },
+            ))
+        }
+        DynamicImage::ImageLumaA8(mut i) if h.color_type == 0 && h.bit_depth < 8 => {
+            if let Some(key) = h.gray_key {
+                for p in i.pixels_mut() {
+                    p.0[1] = if u16::from(p.0[0]) == key { 0 } else { 255 };
+                }
+            }
+            DynamicImage::ImageLumaA8(i)
+        }
+        DynamicImage::ImageLuma16(i) => DynamicImage::ImageLuma8(image::ImageBuffer::from_fn(
+            i.width(),
+            i.height(),
+            |x, y| image::Luma([clip_i16(i.get_pixel(x, y).0[0])]),
+        )),
+        DynamicImage::ImageLumaA16(i) if h.color_type == 0 => DynamicImage::ImageLumaA8(
+            image::ImageBuffer::from_fn(i.width(), i.height(), |x, y| {
+                let p = i.get_pixel(x, y).0;
+                image::LumaA([clip_i16(p[0]), (p[1] >> 8) as u8])
+            }),
+        ),
+        other => other,
+    }
+}
+
+/// Pillow's `I;16` → 8-bit conversion: values above 255 become 255.
+fn clip_i16(v: u16) -> u8 {
+    v.min(255) as u8
 }
 
 fn finish(

@@ -131,3 +131,31 @@ fn animated_images_are_refused() {
         assert_eq!((err.status(), err.code()), (422, 5012));
     }
 }
+
+/// model.md §7.1 step 1: "convert to RGB (transparent images are composited onto white by
+/// transformers' `convert_to_rgb`)". `convert_to_rgb` works on Pillow's modes: 16-bit greyscale
+/// is `I;16`, whose RGB(A) conversion clips to 255; an RGB PNG with a tRNS colour key is mode
+/// `RGB` and is returned unchanged (no compositing); low-bit greyscale keeps the raw tRNS value,
+/// compared against the 8-bit-scaled samples. (tests/data/png_modes.py made the files.)
+#[test]
+fn png_modes_convert_like_pillow() {
+    for name in [
+        "gray16",
+        "rgb8_trns",
+        "rgb16_trns",
+        "gray2_trns",
+        "gray4_trns",
+        "gray8_trns",
+    ] {
+        assert_eq!(
+            check(
+                &format!("png_{name}.png"),
+                "image/png",
+                &format!("png_{name}_rgb.png"),
+                AlphaMode::CompositeOnWhite
+            ),
+            (0, 0),
+            "{name}"
+        );
+    }
+}
