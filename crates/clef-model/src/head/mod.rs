@@ -100,6 +100,7 @@ fn scalar(set: &mut TensorSet, name: &str) -> Result<f32> {
 
 impl JointHead {
     pub fn take(set: &mut TensorSet, cfg: &HeadConfig) -> Result<Self> {
+        check_config(cfg)?;
         let (h, w, f) = (cfg.hidden_size, cfg.width, cfg.feedforward);
         let proj = |set: &mut TensorSet, name: &str| {
             Linear::take(set, &format!("{name}_projection"), w, h, false)
@@ -304,6 +305,25 @@ impl JointHead {
     }
 }
 
+/// Values of `joint_head_config.json` the head cannot run with (model.md §2, §5.1): every size
+/// must be positive and `width` must split into `heads` equal heads.
+fn check_config(cfg: &HeadConfig) -> Result<()> {
+    let bad = |m: String| Err(ModelError::Input(format!("joint_head_config.json: {m}")));
+    if cfg.hidden_size == 0 || cfg.feedforward == 0 {
+        return bad(format!(
+            "hidden_size {} and feedforward {} must be positive",
+            cfg.hidden_size, cfg.feedforward
+        ));
+    }
+    if cfg.width == 0 || cfg.heads == 0 || !cfg.width.is_multiple_of(cfg.heads) {
+        return bad(format!(
+            "width {} must be a positive multiple of heads {}",
+            cfg.width, cfg.heads
+        ));
+    }
+    Ok(())
+}
+
 fn add(a: &mut [f32], b: &[f32]) {
     for (x, y) in a.iter_mut().zip(b) {
         *x += y;
@@ -322,4 +342,439 @@ fn norm(a: &[f32]) -> f32 {
 fn normalize(a: &[f32]) -> Vec<f32> {
     let n = norm(a).max(1e-12);
     a.iter().map(|v| v / n).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(heads: usize, width: usize) -> HeadConfig {
+        HeadConfig {
+            hidden_size: 16,
+            width,
+            routing_layers: 2,
+            layers: 2,
+            heads,
+            feedforward: 12,
+        }
+    }
+
+    /// Every tensor of `cfg`'s layout, filled with small deterministic values.
+    pub(super) fn tensors(cfg: &HeadConfig, seed: u64) -> TensorSet {
+        let mut x = seed;
+        let mut next = move || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((x >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+        };
+        let list = crate::layout::head_tensors(cfg).into_iter().map(|e| {
+            let n: usize = e.shape.iter().product();
+            let values: Vec<f32> = (0..n).map(|_| next()).collect();
+            Tensor::from_f32(e.name, e.shape, &values)
+        });
+        TensorSet::from_tensors(list).unwrap()
+    }
+
+    /// model.md §2 / §5.1: `heads` splits `width` into heads of width/heads columns. A value
+    /// that cannot do that is refused when the head is built, with a message naming it, not
+    /// left to panic (division by zero, mismatched attention shapes) on the first request.
+    #[test]
+    fn unusable_head_counts_are_refused_by_name() {
+        for (heads, width) in [(0, 8), (3, 8), (16, 0)] {
+            let cfg = config(heads, width);
+            let mut set = tensors(&cfg, 1);
+            let err = match JointHead::take(&mut set, &cfg) {
+                Ok(_) => panic!("heads {heads}, width {width} accepted"),
+                Err(e) => e.to_string(),
+            };
+            assert!(
+                err.contains("heads") && err.contains("width"),
+                "heads {heads}, width {width}: {err}"
+            );
+        }
+        let cfg = config(2, 8);
+        let mut set = tensors(&cfg, 1);
+        JointHead::take(&mut set, &cfg).unwrap();
+        set.finish().unwrap();
+    }
+
+    // ---- An independent f64 transcription of model.md §5.3, to check the head against. ----
+
+    struct Ref<'a> {
+        set: &'a TensorSet,
+        w: usize,
+        heads: usize,
+    }
+
+    fn erf(x: f64) -> f64 {
+        // Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7).
+        let t = 1.0 / (1.0 + 0.3275911 * x.abs());
+        let y = 1.0
+            - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t
+                + 0.254829592)
+                * t
+                * (-x * x).exp();
+        y.copysign(x)
+    }
+
+    fn gelu(x: f64) -> f64 {
+        0.5 * x * (1.0 + erf(x / 2f64.sqrt()))
+    }
+
+    fn dot64(a: &[f64], b: &[f64]) -> f64 {
+        a.iter().zip(b).map(|(x, y)| x * y).sum()
+    }
+
+    fn softmax64(v: &[f64]) -> Vec<f64> {
+        let m = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let e: Vec<f64> = v.iter().map(|x| (x - m).exp()).collect();
+        let s: f64 = e.iter().sum();
+        e.iter().map(|x| x / s).collect()
+    }
+
+    impl Ref<'_> {
+        fn t(&self, name: &str) -> Vec<f64> {
+            self.set
+                .get(name)
+                .unwrap_or_else(|| panic!("{name}"))
+                .to_f32()
+                .unwrap()
+                .into_iter()
+                .map(f64::from)
+                .collect()
+        }
+
+        fn ln(&self, p: &str, x: &[f64]) -> Vec<f64> {
+            let (g, b) = (self.t(&format!("{p}.weight")), self.t(&format!("{p}.bias")));
+            let n = x.len() as f64;
+            let mean = x.iter().sum::<f64>() / n;
+            let var = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
+            x.iter()
+                .zip(g.iter().zip(&b))
+                .map(|(v, (g, b))| (v - mean) / (var + 1e-5).sqrt() * g + b)
+                .collect()
+        }
+
+        /// `W x (+ b)` with W read as [out, in] from `rows` of the named weight.
+        fn lin(
+            &self,
+            weight: &str,
+            bias: Option<&str>,
+            rows: std::ops::Range<usize>,
+            x: &[f64],
+        ) -> Vec<f64> {
+            let wt = self.t(weight);
+            let inp = x.len();
+            let b = bias.map(|b| self.t(b));
+            rows.map(|r| dot64(&wt[r * inp..(r + 1) * inp], x) + b.as_ref().map_or(0.0, |b| b[r]))
+                .collect()
+        }
+
+        fn linear(&self, p: &str, bias: bool, out: usize, x: &[f64]) -> Vec<f64> {
+            let b = format!("{p}.bias");
+            self.lin(
+                &format!("{p}.weight"),
+                bias.then_some(b.as_str()),
+                0..out,
+                x,
+            )
+        }
+
+        fn ff(&self, up: &str, down: &str, f: usize, x: &[f64]) -> Vec<f64> {
+            let h: Vec<f64> = self.linear(up, true, f, x).into_iter().map(gelu).collect();
+            self.linear(down, true, self.w, &h)
+        }
+
+        fn mha(&self, p: &str, queries: &[Vec<f64>], keys: &[Vec<f64>]) -> Vec<Vec<f64>> {
+            let w = self.w;
+            let d = w / self.heads;
+            let (wi, bi) = (format!("{p}.in_proj_weight"), format!("{p}.in_proj_bias"));
+            let proj =
+                |part: usize, x: &[f64]| self.lin(&wi, Some(&bi), part * w..(part + 1) * w, x);
+            let k: Vec<Vec<f64>> = keys.iter().map(|x| proj(1, x)).collect();
+            let v: Vec<Vec<f64>> = keys.iter().map(|x| proj(2, x)).collect();
+            queries
+                .iter()
+                .map(|x| {
+                    let q = proj(0, x);
+                    let mut ctx = vec![0.0; w];
+                    for h in 0..self.heads {
+                        let c = h * d..(h + 1) * d;
+                        let scores: Vec<f64> = k
+                            .iter()
+                            .map(|kr| dot64(&q[c.clone()], &kr[c.clone()]) / (d as f64).sqrt())
+                            .collect();
+                        for (a, vr) in softmax64(&scores).iter().zip(&v) {
+                            for j in c.clone() {
+                                ctx[j] += a * vr[j];
+                            }
+                        }
+                    }
+                    self.linear(&format!("{p}.out_proj"), true, w, &ctx)
+                })
+                .collect()
+        }
+    }
+
+    fn mean_rows(x: &[Vec<f64>], span: &std::ops::Range<usize>) -> Vec<f64> {
+        let mut m = vec![0.0; x[0].len()];
+        for r in span.clone() {
+            for (a, v) in m.iter_mut().zip(&x[r]) {
+                *a += v / span.len() as f64;
+            }
+        }
+        m
+    }
+
+    fn add64(a: &[f64], b: &[f64]) -> Vec<f64> {
+        a.iter().zip(b).map(|(x, y)| x + y).collect()
+    }
+
+    fn normalize64(a: &[f64]) -> Vec<f64> {
+        let n = dot64(a, a).sqrt().max(1e-12);
+        a.iter().map(|v| v / n).collect()
+    }
+
+    /// Logits of model.md §5.3, step by step, in f64.
+    fn reference_logits(
+        r: &Ref,
+        cfg: &HeadConfig,
+        layout: &SchemaLayout,
+        hidden: &[f64],
+        lexical: &[f64],
+    ) -> Vec<Vec<f64>> {
+        let (h, w, f) = (cfg.hidden_size, cfg.width, cfg.feedforward);
+        let x: Vec<Vec<f64>> = hidden
+            .chunks(h)
+            .map(|row| r.ln("hidden_norm", row))
+            .collect();
+        let mem: Vec<Vec<f64>> = x
+            .iter()
+            .map(|row| r.linear("memory_projection", false, w, row))
+            .collect();
+        let g = x[layout.len - 1].clone();
+        let mut z = Vec::new();
+        let mut owner = Vec::new();
+        let mut lex = Vec::new();
+        let mut o = 0;
+        for (qi, q) in layout.questions.iter().enumerate() {
+            let u = mean_rows(&x, &q.span);
+            for opt in &q.options {
+                let c = mean_rows(&x, &opt.span);
+                let l = &lexical[o * h..(o + 1) * h];
+                let zo = add64(
+                    &add64(
+                        &r.linear("option_context_projection", false, w, &c),
+                        &r.linear("option_lexical_projection", false, w, l),
+                    ),
+                    &r.linear("option_question_projection", false, w, &u),
+                );
+                z.push(zo);
+                owner.push(qi);
+                lex.push(l.to_vec());
+                o += 1;
+            }
+        }
+        for i in 0..cfg.routing_layers {
+            let p = format!("evidence_layers.{i}");
+            let mn: Vec<Vec<f64>> = mem
+                .iter()
+                .map(|m| r.ln(&format!("{p}.memory_norm"), m))
+                .collect();
+            let zq: Vec<Vec<f64>> = z
+                .iter()
+                .map(|v| r.ln(&format!("{p}.query_norm"), v))
+                .collect();
+            let att = r.mha(&format!("{p}.attention"), &zq, &mn);
+            z = z.iter().zip(&att).map(|(a, b)| add64(a, b)).collect();
+            z = z
+                .iter()
+                .map(|v| {
+                    let n = r.ln(&format!("{p}.feedforward_norm"), v);
+                    add64(
+                        v,
+                        &r.ff(
+                            &format!("{p}.feedforward.0"),
+                            &format!("{p}.feedforward.3"),
+                            f,
+                            &n,
+                        ),
+                    )
+                })
+                .collect();
+        }
+        let te = r.t("type_embedding.weight");
+        let gp = r.linear("global_projection", false, w, &g);
+        let mut fields = Vec::new();
+        let mut us = Vec::new();
+        for (qi, q) in layout.questions.iter().enumerate() {
+            let u = mean_rows(&x, &q.span);
+            let b = r.linear("question_projection", false, w, &u);
+            let rows: Vec<&Vec<f64>> = z
+                .iter()
+                .zip(&owner)
+                .filter(|(_, &ow)| ow == qi)
+                .map(|(v, _)| v)
+                .collect();
+            let a = softmax64(
+                &rows
+                    .iter()
+                    .map(|v| dot64(v, &b) / (w as f64).sqrt())
+                    .collect::<Vec<_>>(),
+            );
+            let mut s = vec![0.0; w];
+            for (ai, v) in a.iter().zip(&rows) {
+                for (sv, zv) in s.iter_mut().zip(v.iter()) {
+                    *sv += ai * zv;
+                }
+            }
+            let s = r.ln("option_summary_norm", &s);
+            let t = &te[q.type_id * w..(q.type_id + 1) * w];
+            fields.push(add64(&add64(&add64(&b, &s), &gp), t));
+            us.push(u);
+        }
+        for i in 0..cfg.layers {
+            let p = format!("layers.{i}");
+            let n1: Vec<Vec<f64>> = fields
+                .iter()
+                .map(|v| r.ln(&format!("{p}.norm1"), v))
+                .collect();
+            let sa = r.mha(&format!("{p}.self_attn"), &n1, &n1);
+            fields = fields.iter().zip(&sa).map(|(a, b)| add64(a, b)).collect();
+            let n2: Vec<Vec<f64>> = fields
+                .iter()
+                .map(|v| r.ln(&format!("{p}.norm2"), v))
+                .collect();
+            let ca = r.mha(&format!("{p}.multihead_attn"), &n2, &mem);
+            fields = fields.iter().zip(&ca).map(|(a, b)| add64(a, b)).collect();
+            fields = fields
+                .iter()
+                .map(|v| {
+                    let n = r.ln(&format!("{p}.norm3"), v);
+                    add64(
+                        v,
+                        &r.ff(&format!("{p}.linear1"), &format!("{p}.linear2"), f, &n),
+                    )
+                })
+                .collect();
+        }
+        let ln100 = 100f64.ln();
+        let prior_scale = r.t("prior_logit_scale")[0].min(ln100).exp();
+        let joint_scale = r.t("joint_logit_scale")[0].min(ln100).exp();
+        let gate = 1.0 / (1.0 + (-r.t("residual_gate")[0]).exp());
+        let mut out = vec![Vec::new(); layout.questions.len()];
+        for (o, &qi) in owner.iter().enumerate() {
+            let fq = r.ln("field_norm", &fields[qi]);
+            let anchor = normalize64(&add64(&us[qi], &g));
+            let prior = prior_scale * dot64(&normalize64(&lex[o]), &anchor);
+            let oo = r.ln("option_norm", &z[o]);
+            let cos = dot64(&fq, &oo)
+                / (dot64(&fq, &fq).sqrt().max(1e-8) * dot64(&oo, &oo).sqrt().max(1e-8));
+            let mut pair = fq.clone();
+            pair.extend_from_slice(&oo);
+            pair.extend(fq.iter().zip(&oo).map(|(a, b)| a * b));
+            pair.extend(fq.iter().zip(&oo).map(|(a, b)| (a - b).abs()));
+            let hid: Vec<f64> = r
+                .linear("residual_scorer.0", true, w, &pair)
+                .into_iter()
+                .map(gelu)
+                .collect();
+            let resid = r.linear("residual_scorer.3", true, 1, &hid)[0];
+            out[qi].push(prior + gate * (joint_scale * cos + resid));
+        }
+        out
+    }
+
+    /// model.md §5.3 end to end (stream + forward) against the f64 transcription above, on a
+    /// schema the golden fixtures do not have: a single-option choice, a two-level score, a
+    /// nine-option choice whose spans share rows with nothing else, a noul, and spans arriving
+    /// across chunk boundaries.
+    #[test]
+    fn forward_matches_the_spec_transcription() {
+        use layout::{OptionLayout, QuestionLayout};
+        let cfg = HeadConfig {
+            hidden_size: 16,
+            width: 12,
+            routing_layers: 2,
+            layers: 3,
+            heads: 3,
+            feedforward: 20,
+        };
+        let (h, len) = (cfg.hidden_size, 64);
+        let opt = |s: usize, e: usize| OptionLayout {
+            span: s..e,
+            token_ids: (s as u32..e as u32).collect(),
+        };
+        let layout = SchemaLayout {
+            len,
+            questions: vec![
+                QuestionLayout {
+                    type_id: 1,
+                    span: 2..5,
+                    options: vec![opt(5, 7)],
+                },
+                QuestionLayout {
+                    type_id: 2,
+                    span: 8..11,
+                    options: vec![opt(11, 13), opt(13, 14)],
+                },
+                QuestionLayout {
+                    type_id: 1,
+                    span: 15..17,
+                    options: (0..9).map(|i| opt(17 + 4 * i, 20 + 4 * i)).collect(),
+                },
+                QuestionLayout {
+                    type_id: 0,
+                    span: 54..58,
+                    options: vec![opt(58, 60), opt(60, 63)],
+                },
+            ],
+        };
+        let mut seed = 99u64;
+        let mut next = move || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((seed >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0
+        };
+        let hidden: Vec<f32> = (0..len * h).map(|_| next()).collect();
+        let lexical: Vec<f32> = (0..layout.num_options() * h).map(|_| next()).collect();
+
+        let head_set = tensors(&cfg, 7);
+        let reference = Ref {
+            set: &head_set,
+            w: cfg.width,
+            heads: cfg.heads,
+        };
+        let want = reference_logits(
+            &reference,
+            &cfg,
+            &layout,
+            &hidden.iter().map(|&v| v as f64).collect::<Vec<_>>(),
+            &lexical.iter().map(|&v| v as f64).collect::<Vec<_>>(),
+        );
+
+        let mut set = tensors(&cfg, 7);
+        let head = JointHead::take(&mut set, &cfg).unwrap();
+        let mut stream = stream::HeadStream::new(&head, &layout).unwrap();
+        for chunk in [0..7, 7..30, 30..31, 31..64] {
+            stream
+                .push(&hidden[chunk.start * h..chunk.end * h], chunk.len())
+                .unwrap();
+        }
+        let got = head
+            .forward(&layout, &stream.finish().unwrap(), &lexical)
+            .unwrap();
+        assert_eq!(got.len(), want.len());
+        for (qi, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g.len(), w.len(), "question {qi}");
+            for (a, b) in g.iter().zip(w) {
+                assert!(
+                    (*a as f64 - b).abs() <= 2e-5 * (1.0 + b.abs()),
+                    "question {qi}: {g:?} vs {w:?}"
+                );
+            }
+        }
+    }
 }
