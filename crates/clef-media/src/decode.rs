@@ -282,7 +282,15 @@ pub fn decode_image_with(
             let (img, orientation) = finish(*d, dl)?;
             (pillow_png_mode(img, png_header(bytes)), orientation)
         }
-        AnyDecoder::Jpeg(d) => finish(d, dl)?,
+        AnyDecoder::Jpeg(mut d) => match crate::jpeg::decode(bytes, limits)? {
+            Some(img) => {
+                let orientation = d
+                    .orientation()
+                    .unwrap_or(image::metadata::Orientation::NoTransforms);
+                (img, orientation)
+            }
+            None => finish(d, dl)?,
+        },
         AnyDecoder::WebP(d) => finish(d, dl)?,
     };
     img.apply_orientation(orientation);

@@ -12,6 +12,7 @@
 pub mod config;
 pub mod decode;
 pub mod error;
+mod jpeg;
 pub mod limits;
 pub mod patchify;
 pub mod prepare;
