@@ -16,7 +16,10 @@ pub struct WeightedValues {
 }
 
 impl WeightedValues {
-    /// Collects the distinct values of `values` (−0 and +0 count as the same value).
+    /// Collects the distinct values of `values`. −0 and +0 are the same value and are stored
+    /// as +0, so a table entry for zero is +0 (like the padding entries of formats.md §2.2
+    /// step 4, and like the Lloyd means, whose f64 sums start at +0) whatever signs the
+    /// weights carry and in whatever order they come.
     pub fn from_f32(values: &[f32]) -> Result<Self> {
         check_finite("k-means input", values)?;
         let mut sorted: Vec<f32> = values.to_vec();
@@ -26,7 +29,8 @@ impl WeightedValues {
             counts: Vec::new(),
         };
         for v in sorted {
-            let v = f64::from(v);
+            // `+ 0.0` turns −0 into +0 and leaves every other value unchanged
+            let v = f64::from(v) + 0.0;
             match out.values.last() {
                 Some(&last) if last == v => {
                     if let Some(c) = out.counts.last_mut() {
@@ -91,6 +95,20 @@ mod tests {
         assert_eq!(w.values, vec![-2.5, 0.0, 1.0]);
         assert_eq!(w.counts, vec![1, 2, 3]);
         assert_eq!(w.total(), 6);
+    }
+
+    #[test]
+    fn zero_is_stored_as_positive_zero() {
+        // formats.md §2.2 steps 1–2: the distinct values (−0 and +0 are one value); the table
+        // entry for zero must not depend on which sign the sort happened to put first.
+        for input in [
+            &[-0.0f32, 0.0, 1.0][..],
+            &[0.0, -0.0, 1.0],
+            &[-0.0, -0.0, 1.0],
+        ] {
+            let w = WeightedValues::from_f32(input).unwrap();
+            assert_eq!(w.values[0].to_bits(), 0, "{input:?}");
+        }
     }
 
     #[test]

@@ -377,6 +377,23 @@ mod tests {
     }
 
     #[test]
+    fn zero_table_entry_is_positive_zero() {
+        // formats.md §2.2 step 2: a group with ≤ 64 distinct values gets exactly those values;
+        // −0 and +0 are the same value, stored as +0 like the padding of step 4.
+        let values = [-0.0f32, 2.0, 0.0, -1.0, -0.0];
+        let (table, idx) = palettize_group(&values).unwrap();
+        assert_eq!(
+            table[..3].iter().map(|h| h.to_bits()).collect::<Vec<_>>(),
+            vec![
+                f16::from_f32(-1.0).to_bits(),
+                0x0000,
+                f16::from_f32(2.0).to_bits()
+            ]
+        );
+        assert_eq!(idx, vec![1, 2, 1, 0, 1]);
+    }
+
+    #[test]
     fn padding_zero_is_used_only_when_strictly_closer() {
         let mut table = [f16::ZERO; TABLE_LEN];
         table[0] = f16::from_f32(-1.0);
