@@ -1,6 +1,13 @@
 //! The "mse" range search of the reference GPTQ quantizer (`norm = 2.4`, `grid = 100`,
 //! `maxshrink = 0.8`): try p = 1 − k/100 for k = 0..79, score Σ|Q(w) − w|^2.4 with the BF16
 //! parameters the runtime will use, keep the first best p.
+//!
+//! The fast score (f32 lanes, approximate power) decides whenever two scores differ by more
+//! than [`NEAR_TIE`]; closer ones are compared again with [`precise_score`] (f64 differences,
+//! `powf`, terms summed in sorted order), so the choice is that of the exact sum: it does not
+//! depend on the order of the weights, and of two candidates with the same exact score the
+//! first (larger p) is kept. Exact ties are common: the weights are BF16 values, so two scales
+//! often leave the same multiset of errors.
 
 use super::norm::pow_norm;
 use super::{GroupParams, QuantFormat};
@@ -40,6 +47,25 @@ fn sum_lanes(group: &[f32], f: impl Fn(f32) -> f32) -> f64 {
     lanes.iter().map(|&l| f64::from(l)).sum::<f64>() + tail
 }
 
+/// Relative difference of two fast scores below which they are compared precisely. The fast
+/// score's error is below 2e-6 relative (the power's 1e-6 plus f32 accumulation of ≤ 64 terms).
+pub const NEAR_TIE: f64 = 1e-5;
+
+/// Σ |Q(w) − w|^2.4 computed carefully: each error in f64 (exact for f32 operands of similar
+/// magnitude), libm's `powf`, and the terms summed in ascending order, so that two candidates
+/// leaving the same multiset of errors get bit-identical scores.
+pub fn precise_score(group: &[f32], params: &GroupParams) -> f64 {
+    let mut terms: Vec<f64> = group
+        .iter()
+        .map(|&w| {
+            let q = params.quantize(w).1;
+            (f64::from(q) - f64::from(w)).abs().powf(f64::from(NORM))
+        })
+        .collect();
+    terms.sort_by(f64::total_cmp);
+    terms.iter().sum()
+}
+
 /// Shrink factor of step k, computed like the reference (a Python float times an f32 tensor).
 #[inline]
 fn shrink(k: usize) -> f32 {
@@ -62,6 +88,8 @@ pub fn fit_group(format: QuantFormat, group: &[f32]) -> GroupParams {
     };
     let mut best = candidate(0);
     let mut best_err = score(group, &best);
+    // the best candidate's precise score, once a near-tie needed it
+    let mut best_precise: Option<f64> = None;
     let mut last = best;
     for k in 1..MAX_SHRINK_STEPS {
         let c = candidate(k);
@@ -72,10 +100,21 @@ pub fn fit_group(format: QuantFormat, group: &[f32]) -> GroupParams {
         }
         last = c;
         let err = score(group, &c);
-        if err < best_err {
-            best_err = err;
-            best = c;
+        if err > best_err * (1.0 + NEAR_TIE) {
+            continue;
         }
+        if err < best_err * (1.0 - NEAR_TIE) {
+            best_precise = None;
+        } else {
+            let bp = *best_precise.get_or_insert_with(|| precise_score(group, &best));
+            let cp = precise_score(group, &c);
+            if cp >= bp {
+                continue;
+            }
+            best_precise = Some(cp);
+        }
+        best_err = err;
+        best = c;
     }
     best
 }
@@ -127,6 +166,75 @@ mod tests {
             let g = lcg_group(seed, 64);
             for f in [QuantFormat::Ternary, QuantFormat::Affine4] {
                 assert_eq!(fit_group(f, &g), fit_literal(f, &g), "seed {seed} {f:?}");
+            }
+        }
+    }
+
+    /// Student-t (3 degrees of freedom) weights rounded to BF16, as a release stores them.
+    fn bf16_groups(seed: u64, count: usize) -> Vec<Vec<f32>> {
+        use rand::{rngs::StdRng, SeedableRng};
+        use rand_distr::{Distribution, StudentT};
+        let mut rng = StdRng::seed_from_u64(seed);
+        let t = StudentT::new(3.0f32).unwrap();
+        (0..count)
+            .map(|_| {
+                (0..64)
+                    .map(|_| half::bf16::from_f32(t.sample(&mut rng) * 0.01).to_f32())
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// formats.md §4.3 with the sum taken exactly enough to tell ties: f64 errors, `powf`,
+    /// terms in ascending order; the first (largest) p of the best score wins, as the
+    /// reference's `err < best`.
+    fn fit_exact(format: QuantFormat, group: &[f32]) -> GroupParams {
+        let mut best = None;
+        let mut best_err = f64::INFINITY;
+        for k in 0..80 {
+            let p = (1.0 - k as f64 / 100.0) as f32;
+            let c = match format {
+                QuantFormat::Ternary => GroupParams::Ternary(TernaryParams::fit(group, p)),
+                QuantFormat::Affine4 => GroupParams::Affine4(Affine4Params::fit(group, p)),
+            };
+            let mut terms: Vec<f64> = group
+                .iter()
+                .map(|&w| (f64::from(c.quantize(w).1) - f64::from(w)).abs().powf(2.4))
+                .collect();
+            terms.sort_by(f64::total_cmp);
+            let err: f64 = terms.iter().sum();
+            if err < best_err {
+                best_err = err;
+                best = Some(c);
+            }
+        }
+        best.unwrap()
+    }
+
+    /// Σ|Q(w) − w|^2.4 does not depend on the order of the weights, so neither may the choice.
+    /// BF16 weights often give two scales the same multiset of errors (an exact tie), which
+    /// the fast f32 score used to break by summation order.
+    #[test]
+    fn choice_does_not_depend_on_weight_order() {
+        for (i, g) in bf16_groups(7, 3000).iter().enumerate() {
+            let mut rev = g.clone();
+            rev.reverse();
+            let mut rot = g.clone();
+            rot.rotate_left(13);
+            for f in [QuantFormat::Ternary, QuantFormat::Affine4] {
+                let p = fit_group(f, g);
+                assert_eq!(p, fit_group(f, &rev), "group {i} {f:?} reversed");
+                assert_eq!(p, fit_group(f, &rot), "group {i} {f:?} rotated");
+            }
+        }
+    }
+
+    /// On BF16 weights the search picks what the exact score picks, ties included.
+    #[test]
+    fn search_matches_exact_score_on_bf16_weights() {
+        for (i, g) in bf16_groups(11, 3000).iter().enumerate() {
+            for f in [QuantFormat::Ternary, QuantFormat::Affine4] {
+                assert_eq!(fit_group(f, g), fit_exact(f, g), "group {i} {f:?}");
             }
         }
     }
