@@ -31,28 +31,30 @@ impl Attention {
         let h = t.hidden_size;
         let d = t.head_dim;
         let q_rows = t.num_attention_heads * d * if t.attn_output_gate { 2 } else { 1 };
+        // `attention_bias` gives all four projections a bias, as in transformers.
+        let bias = t.attention_bias;
         Ok(Attention {
-            q_proj: Linear::take(set, &format!("{prefix}.q_proj"), q_rows, h, false)?,
+            q_proj: Linear::take(set, &format!("{prefix}.q_proj"), q_rows, h, bias)?,
             k_proj: Linear::take(
                 set,
                 &format!("{prefix}.k_proj"),
                 t.num_key_value_heads * d,
                 h,
-                false,
+                bias,
             )?,
             v_proj: Linear::take(
                 set,
                 &format!("{prefix}.v_proj"),
                 t.num_key_value_heads * d,
                 h,
-                false,
+                bias,
             )?,
             o_proj: Linear::take(
                 set,
                 &format!("{prefix}.o_proj"),
                 h,
                 t.num_attention_heads * d,
-                false,
+                bias,
             )?,
             q_norm: set
                 .take(&format!("{prefix}.q_norm.weight"), &[d])?

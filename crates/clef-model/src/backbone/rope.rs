@@ -99,12 +99,9 @@ impl Rope {
                 1.0f32 / p
             })
             .collect();
-        let sections = cfg.mrope_section();
-        let axis = if cfg.mrope_interleaved() {
-            interleaved_axes(half, &sections)
-        } else {
-            chunked_axes(half, &sections)
-        };
+        // Always interleaved: `mrope_interleaved: false` is refused when the config is read
+        // (transformers and llama.cpp interleave Qwen3.5 whatever the flag says).
+        let axis = interleaved_axes(half, &cfg.mrope_section());
         Rope {
             inv_freq,
             axis,
@@ -175,16 +172,6 @@ fn interleaved_axes(half: usize, sections: &[usize]) -> Vec<u8> {
             i += 3;
         }
     }
-    axis
-}
-
-/// The older contiguous layout: the first sections[0] frequencies from T, then H, then W.
-fn chunked_axes(half: usize, sections: &[usize]) -> Vec<u8> {
-    let mut axis = Vec::with_capacity(half);
-    for (a, &len) in sections.iter().enumerate().take(3) {
-        axis.extend(std::iter::repeat_n(a as u8, len));
-    }
-    axis.resize(half, 0);
     axis
 }
 
