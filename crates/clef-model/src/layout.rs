@@ -138,6 +138,17 @@ pub fn backbone_tensors(cfg: &ModelConfig) -> Vec<TensorEntry> {
                     &[h, t.num_attention_heads * d],
                     linear_init(t.num_attention_heads * d),
                 ));
+                if t.attention_bias {
+                    let rows = [
+                        ("q_proj", t.num_attention_heads * d * gate),
+                        ("k_proj", t.num_key_value_heads * d),
+                        ("v_proj", t.num_key_value_heads * d),
+                        ("o_proj", h),
+                    ];
+                    for (n, r) in rows {
+                        v.push(entry(format!("{a}.{n}.bias"), &[r], Init::Normal(0.1)));
+                    }
+                }
                 v.push(entry(format!("{a}.q_norm.weight"), &[d], Init::Normal(0.1)));
                 v.push(entry(format!("{a}.k_norm.weight"), &[d], Init::Normal(0.1)));
             }
@@ -165,11 +176,14 @@ pub fn backbone_tensors(cfg: &ModelConfig) -> Vec<TensorEntry> {
         &[h],
         Init::Normal(0.1),
     ));
-    v.push(entry(
-        "lm_head.weight".into(),
-        &[t.vocab_size, h],
-        Init::Normal(0.5),
-    ));
+    // A tied checkpoint stores no `lm_head` (transformers' save_pretrained drops it).
+    if !cfg.tie_word_embeddings {
+        v.push(entry(
+            "lm_head.weight".into(),
+            &[t.vocab_size, h],
+            Init::Normal(0.5),
+        ));
+    }
     v.extend(vision_tensors(cfg));
     v
 }
@@ -382,6 +396,11 @@ pub fn check_backbone(
 ) -> crate::error::Result<()> {
     for e in backbone_tensors(cfg) {
         set.take(&e.name, &e.shape)?;
+    }
+    // A tied checkpoint may still carry its own `lm_head`; transformers then uses it.
+    if cfg.tie_word_embeddings && set.contains("lm_head.weight") {
+        let t = &cfg.text_config;
+        set.take("lm_head.weight", &[t.vocab_size, t.hidden_size])?;
     }
     let rest = std::mem::take(set);
     rest.finish()

@@ -82,6 +82,26 @@ pub struct Model {
     pub down_scales: Vec<f32>,
 }
 
+/// `lm_head` of a tied checkpoint: the embedding table itself (shared storage, no copy).
+fn tied_rows(embed: &RowTable) -> RowTable {
+    match embed {
+        RowTable::Dense(t) => RowTable::Dense(t.clone()),
+        RowTable::Affine4 {
+            codes,
+            scales,
+            biases,
+            rows,
+            cols,
+        } => RowTable::Affine4 {
+            codes: codes.clone(),
+            scales: scales.clone(),
+            biases: biases.clone(),
+            rows: *rows,
+            cols: *cols,
+        },
+    }
+}
+
 impl Model {
     /// Load a release folder (or a bundle in the same layout).
     pub fn load(dir: &Path) -> Result<Model> {
@@ -105,12 +125,20 @@ impl Model {
         }
         let mut set = checkpoint::open_backbone(dir)?;
         let backbone = Backbone::take(&mut set, &config)?;
-        let lm_head = RowTable::take(
-            &mut set,
-            "lm_head",
-            config.text_config.vocab_size,
-            config.text_config.hidden_size,
-        )?;
+        // `tie_word_embeddings` (top level, as `Qwen3_5ForConditionalGeneration` reads it):
+        // a tied checkpoint has no `lm_head` and gathers the embedding rows instead; one that
+        // stores an `lm_head` anyway uses it, as transformers does. Untied, `lm_head` must exist.
+        let has_lm_head = set.contains("lm_head.weight") || set.contains("lm_head.q4");
+        let lm_head = if config.tie_word_embeddings && !has_lm_head {
+            tied_rows(&backbone.embed)
+        } else {
+            RowTable::take(
+                &mut set,
+                "lm_head",
+                config.text_config.vocab_size,
+                config.text_config.hidden_size,
+            )?
+        };
         let vision = match &config.vision_config {
             Some(vc) => Some(VisionTower::take(&mut set, vc)?),
             None => None,
