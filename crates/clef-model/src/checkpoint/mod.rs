@@ -120,12 +120,12 @@ impl Default for TensorSet {
     }
 }
 
-/// The backbone weight files of a release folder: `model.safetensors`, or the shards named by
-/// `model.safetensors.index.json`.
-pub fn backbone_files(dir: &Path) -> Result<Vec<PathBuf>> {
+/// `model.safetensors.index.json` of a sharded folder: tensor name → shard file name. None
+/// when the folder holds a single `model.safetensors` (which then wins over any index).
+fn read_index(dir: &Path) -> Result<Option<(PathBuf, BTreeMap<String, String>)>> {
     let single = dir.join("model.safetensors");
     if single.is_file() {
-        return Ok(vec![single]);
+        return Ok(None);
     }
     let index = dir.join("model.safetensors.index.json");
     if !index.is_file() {
@@ -146,28 +146,51 @@ pub fn backbone_files(dir: &Path) -> Result<Vec<PathBuf>> {
         .get("weight_map")
         .and_then(|m| m.as_object())
         .ok_or_else(|| ModelError::config(&index, "missing `weight_map` object"))?;
-    let mut files: Vec<String> = Vec::new();
+    let mut out = BTreeMap::new();
     for (tensor, file) in map {
         let file = file.as_str().ok_or_else(|| {
             ModelError::config(&index, format!("`{tensor}` maps to a non-string"))
         })?;
         // Shard names come from a file a user downloaded: keep them inside the folder.
-        if file.contains('/') || file.contains('\\') || file.starts_with('.') {
+        if file.is_empty() || file.contains('/') || file.contains('\\') || file.starts_with('.') {
             return Err(ModelError::config(
                 &index,
                 format!("shard name `{file}` must be a plain file name"),
             ));
         }
-        if !files.iter().any(|f| f == file) {
-            files.push(file.to_string());
-        }
+        out.insert(tensor.clone(), file.to_string());
     }
-    files.sort();
-    Ok(files.into_iter().map(|f| dir.join(f)).collect())
+    Ok(Some((index, out)))
 }
 
-/// Open every backbone shard of a release folder. A tensor the index names but no shard holds
-/// surfaces as a missing tensor when the model takes it.
+/// The backbone weight files of a release folder: `model.safetensors`, or the shards named by
+/// `model.safetensors.index.json` (each of which must exist).
+pub fn backbone_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let Some((index, map)) = read_index(dir)? else {
+        return Ok(vec![dir.join("model.safetensors")]);
+    };
+    let files: std::collections::BTreeSet<&String> = map.values().collect();
+    let mut out = Vec::with_capacity(files.len());
+    for f in files {
+        let path = dir.join(f);
+        if !path.is_file() {
+            let first = map.iter().find(|(_, v)| *v == f).map(|(k, _)| k.as_str());
+            return Err(ModelError::config(
+                &index,
+                format!(
+                    "shard `{f}` (holding `{}`, among others) is missing from the folder",
+                    first.unwrap_or("?")
+                ),
+            ));
+        }
+        out.push(path);
+    }
+    Ok(out)
+}
+
+/// Open every backbone shard of a release folder. With an index, every tensor must sit in
+/// the shard the index names and every indexed tensor must exist, so a damaged or mixed-up
+/// download is refused by name rather than half-loaded.
 pub fn open_backbone(dir: &Path) -> Result<TensorSet> {
     if let Some(set) = crate::ane::bundle::open_lut6(dir)? {
         return Ok(set);
@@ -175,6 +198,35 @@ pub fn open_backbone(dir: &Path) -> Result<TensorSet> {
     let mut set = TensorSet::new();
     for f in backbone_files(dir)? {
         set.add_file(&f)?;
+    }
+    if let Some((index, map)) = read_index(dir)? {
+        let stored: BTreeMap<&String, &String> =
+            set.tensors.iter().map(|(k, (_, f))| (k, f)).collect();
+        for (name, file) in &stored {
+            match map.get(*name) {
+                Some(listed) if listed == *file => {}
+                Some(listed) => {
+                    return Err(ModelError::config(
+                        &index,
+                        format!(
+                            "`{name}` is stored in {file}, but the index places it in {listed}"
+                        ),
+                    ))
+                }
+                None => {
+                    return Err(ModelError::config(
+                        &index,
+                        format!("`{name}` is stored in {file} but missing from the index"),
+                    ))
+                }
+            }
+        }
+        if let Some((name, file)) = map.iter().find(|(k, _)| !stored.contains_key(k)) {
+            return Err(ModelError::config(
+                &index,
+                format!("the index lists `{name}` in {file}, which does not hold it"),
+            ));
+        }
     }
     Ok(set)
 }
