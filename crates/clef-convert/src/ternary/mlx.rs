@@ -226,6 +226,16 @@ fn matrix(t: &Tensor) -> Result<(usize, usize)> {
     }
 }
 
+/// Input width of quantized linear `p` from its adapter (`<p>.lora_a`, `[r, in]`), when it has
+/// one. The packed codes alone cannot always tell: ⌈191/5⌉ = ⌈192/5⌉ with ⌈191/64⌉ = ⌈192/64⌉,
+/// and 127 4-bit codes take as many bytes as 128.
+fn adapter_width(by_name: &HashMap<String, Tensor>, p: &str) -> Result<Option<usize>> {
+    by_name
+        .get(&format!("{p}.lora_a"))
+        .map(|a| matrix(a).map(|(_, cols)| cols))
+        .transpose()
+}
+
 /// Exports the clef-ternary-v1 bundle at `bundle` into an MLX folder at `out` (created; an
 /// existing folder is replaced only with `force`).
 pub fn export_mlx(bundle: &Path, out: &Path, force: bool) -> Result<MlxReport> {
@@ -290,11 +300,15 @@ pub fn export_mlx(bundle: &Path, out: &Path, force: bool) -> Result<MlxReport> {
             let trits = take(&mut by_name, &t.name)?;
             let scales = take(&mut by_name, &format!("{p}.scales"))?;
             let (rows, groups) = matrix(&scales)?;
-            let cols = groups * GROUP;
-            if trits.shape != [rows, ternary::row_bytes(cols)] {
+            let cols = adapter_width(&by_name, p)?.unwrap_or(groups * GROUP);
+            if !cols.is_multiple_of(GROUP)
+                || groups * GROUP != cols
+                || trits.shape != [rows, ternary::row_bytes(cols)]
+            {
                 return Err(ConvertError::Invalid(format!(
-                    "`{}`: width is not a multiple of {GROUP}, which MLX cannot represent",
-                    trits.name
+                    "`{}` (shape {:?}, {groups} scale groups, adapter width {cols}): the width \
+                     is not a multiple of {GROUP}, which MLX cannot represent",
+                    trits.name, trits.shape
                 )));
             }
             model.push(Out {
@@ -326,10 +340,16 @@ pub fn export_mlx(bundle: &Path, out: &Path, force: bool) -> Result<MlxReport> {
         } else if let Some(p) = t.name.strip_suffix(".q4") {
             let q4 = take(&mut by_name, &t.name)?;
             let (rows, rb) = matrix(&q4)?;
-            let cols = rb * 2;
+            let cols = adapter_width(&by_name, p)?.unwrap_or(rb * 2);
             if !cols.is_multiple_of(GROUP) {
                 return Err(ConvertError::Invalid(format!(
                     "`{}`: width {cols} is not a multiple of {GROUP}, which MLX cannot represent",
+                    q4.name
+                )));
+            }
+            if cols != rb * 2 {
+                return Err(ConvertError::Invalid(format!(
+                    "`{}`: {rb} bytes per row do not hold the adapter's width {cols}",
                     q4.name
                 )));
             }
@@ -617,6 +637,82 @@ mod tests {
             mlx_module_path("language_model.model.norm"),
             "language_model.model.norm"
         );
+    }
+
+    /// A one-linear clef-ternary-v1 bundle: `<p>.trits` or `<p>.q4` of a `[rows, cols]` weight
+    /// (all codes zero) with its adapter.
+    fn one_linear_bundle(dir: &Path, ternary: bool, rows: usize, cols: usize) {
+        use clef_model::bundle::BundleWriter;
+        use clef_model::checkpoint::writer::{write_safetensors, TensorSpec};
+        let p = "model.language_model.layers.0.mlp.down_proj";
+        let groups = cols.div_ceil(GROUP);
+        let mut specs = if ternary {
+            vec![
+                TensorSpec::new(format!("{p}.trits"), Dtype::U8, &[rows, cols.div_ceil(5)]),
+                TensorSpec::new(format!("{p}.scales"), Dtype::Bf16, &[rows, groups]),
+            ]
+        } else {
+            vec![
+                TensorSpec::new(format!("{p}.q4"), Dtype::U8, &[rows, cols.div_ceil(2)]),
+                TensorSpec::new(format!("{p}.scales"), Dtype::Bf16, &[rows, groups]),
+                TensorSpec::new(format!("{p}.biases"), Dtype::Bf16, &[rows, groups]),
+            ]
+        };
+        specs.push(TensorSpec::new(
+            format!("{p}.lora_a"),
+            Dtype::Bf16,
+            &[2, cols],
+        ));
+        specs.push(TensorSpec::new(
+            format!("{p}.lora_b"),
+            Dtype::Bf16,
+            &[rows, 2],
+        ));
+        let w = BundleWriter::create(dir, false).unwrap();
+        let sizes: Vec<usize> = specs.iter().map(TensorSpec::nbytes).collect();
+        write_safetensors(
+            &w.dir().join("model.safetensors"),
+            &specs,
+            &BTreeMap::new(),
+            |i, out| out.write_all(&vec![if ternary && i == 0 { 121 } else { 0 }; sizes[i]]),
+        )
+        .unwrap();
+        std::fs::write(w.dir().join("config.json"), "{}").unwrap();
+        w.finish(super::super::FORMAT, None, None, serde_json::json!({}))
+            .unwrap();
+    }
+
+    /// formats.md §3.8: MLX has no shorter last group, so a width that is not a multiple of 64
+    /// is refused. The packed bytes alone do not always tell: ⌈191/5⌉ = ⌈192/5⌉ and
+    /// ⌈191/64⌉ = ⌈192/64⌉, and 127 codes take as many bytes as 128. The adapter's `lora_a`
+    /// [r, in] gives the width.
+    #[test]
+    fn widths_that_are_not_multiples_of_64_are_refused() {
+        let root = tempfile::tempdir().unwrap();
+        for (ternary, cols) in [(true, 191), (false, 127), (true, 150), (false, 100)] {
+            let bundle = root.path().join(format!("b{ternary}{cols}"));
+            one_linear_bundle(&bundle, ternary, 4, cols);
+            let out = root.path().join(format!("m{ternary}{cols}"));
+            let err = export_mlx(&bundle, &out, false).err();
+            assert!(
+                err.as_ref()
+                    .is_some_and(|e| e.to_string().contains("not a multiple of 64")),
+                "ternary {ternary} width {cols}: {err:?}"
+            );
+            assert!(!out.exists());
+        }
+        // the same shapes at width 192 / 128 export
+        for (ternary, cols) in [(true, 192), (false, 128)] {
+            let bundle = root.path().join(format!("b{ternary}{cols}"));
+            one_linear_bundle(&bundle, ternary, 4, cols);
+            let out = root.path().join(format!("m{ternary}{cols}"));
+            export_mlx(&bundle, &out, false).unwrap();
+            let f = RawFile::open(&out.join("model.safetensors")).unwrap();
+            let w = f
+                .read("model.language_model.layers.0.mlp.down_proj.weight")
+                .unwrap();
+            assert_eq!(w.shape, vec![4, cols * if ternary { 2 } else { 4 } / 32]);
+        }
     }
 
     #[test]
