@@ -144,6 +144,7 @@ impl Engine {
         } else {
             ProcessorConfig::default()
         };
+        crate::agreement::check(&model.config, encoder.special_tokens(), &processor)?;
         Ok(Engine {
             model,
             encoder,
@@ -368,4 +369,7 @@ pub enum LoadError {
     Tokenizer(String),
     #[error("processor_config.json: {0}")]
     Processor(String),
+    /// Two of the release's files disagree (see `agreement`).
+    #[error("{0}")]
+    Disagreement(String),
 }

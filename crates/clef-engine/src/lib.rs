@@ -1,6 +1,7 @@
 //! From a System One request to its answers: validation limits, media preparation, prompt
 //! encoding, the vision tower, the backbone and head, and the raw and formatted outputs.
 
+mod agreement;
 pub mod engine;
 pub mod media;
 pub mod raw;
