@@ -49,6 +49,25 @@ impl Release {
         })
     }
 
+    /// The quantized formats' plans (formats.md §2.1, §3.1) know the tensors of the Clef
+    /// releases: no attention biases, a separate `lm_head`. transformers accepts configs with
+    /// either, and so does the engine, but a quantized bundle of one would silently drop or
+    /// mis-assign those tensors, so it is refused before any work.
+    pub fn require_release_shapes(&self, format: &str) -> Result<()> {
+        let text = &self.config.text_config;
+        if text.attention_bias {
+            return Err(ConvertError::Invalid(format!(
+                "config.json sets attention_bias: the {format} format has no place for                  attention biases (the Clef releases have none); convert with --format bf16                  or f16 instead"
+            )));
+        }
+        if !self.tensors.iter().any(|t| t.name == "lm_head.weight") {
+            return Err(ConvertError::Invalid(format!(
+                "the release has no lm_head.weight (tied embeddings): the {format} format                  stores lm_head separately (the Clef releases have one); convert with                  --format bf16 or f16 instead"
+            )));
+        }
+        Ok(())
+    }
+
     pub fn total_bytes(&self) -> u64 {
         self.tensors.iter().map(|t| t.bytes().len() as u64).sum()
     }

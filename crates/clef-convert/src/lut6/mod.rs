@@ -169,6 +169,7 @@ joint_schema_model.py are unchanged. The recipe is recorded in manifest.json.\n"
 /// Converts the release at `from` into a LUT-6 bundle at `to`.
 pub fn convert_lut6(from: &Path, to: &Path, opts: &Lut6Options) -> Result<Lut6Report> {
     let release = Release::open(from)?;
+    release.require_release_shapes("LUT-6")?;
     let cfg = &release.config;
     // Classify first: a tensor the recipe cannot store fails before anything is written.
     let storage: Vec<Storage> = release

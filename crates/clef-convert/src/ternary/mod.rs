@@ -109,6 +109,7 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
         ));
     }
     let release = Release::open(&opts.from)?;
+    release.require_release_shapes("clef-ternary-v1")?;
     let sources = source_tensors(&release);
     let planned = plan::plan(&sources).map_err(ConvertError::Invalid)?;
     let meta = plan::metadata(opts.source_revision.as_deref());
