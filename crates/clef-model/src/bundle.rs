@@ -27,6 +27,10 @@ pub struct FileEntry {
     pub sha256: String,
 }
 
+/// The bundle formats the loader understands, all at [`FORMAT_VERSION`].
+pub const KNOWN_FORMATS: &[&str] = &["bf16", "f16", "clef-lut6-v1", "clef-ternary-v1"];
+pub const FORMAT_VERSION: u32 = 1;
+
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Manifest {
     /// `clef-lut6-v1`, `clef-ternary-v1`, `bf16`, `f16`.
@@ -185,7 +189,7 @@ impl Manifest {
         }
         Ok(Manifest {
             format: format.to_string(),
-            format_version: 1,
+            format_version: FORMAT_VERSION,
             model,
             source,
             recipe,
@@ -228,6 +232,19 @@ pub fn check_sizes(dir: &Path) -> Result<Option<Manifest>> {
     let Some(m) = Manifest::load(dir)? else {
         return Ok(None);
     };
+    // A bundle from a later format (or a later clef.rs) may store tensors this loader would
+    // misread; refuse it by name rather than guess.
+    if !KNOWN_FORMATS.contains(&m.format.as_str()) || m.format_version != FORMAT_VERSION {
+        return Err(ModelError::config(
+            dir.join(MANIFEST),
+            format!(
+                "bundle format `{}` version {} is not one this clef.rs reads (it reads {} at                  version {FORMAT_VERSION}); was it written by a newer clef.rs?",
+                m.format,
+                m.format_version,
+                KNOWN_FORMATS.join(", ")
+            ),
+        ));
+    }
     if let Some(p) = m.check(dir, false).into_iter().next() {
         return Err(ModelError::config(
             dir.join(MANIFEST),
@@ -357,6 +374,28 @@ mod tests {
         assert!(check_sizes(&dest).is_err());
         // The destination exists now: refused without force.
         assert!(BundleWriter::create(&dest, false).is_err());
+    }
+
+    #[test]
+    fn unknown_formats_and_versions_are_refused_at_load() {
+        let root = tempfile::tempdir().unwrap();
+        let dest = root.path().join("bundle");
+        let w = BundleWriter::create(&dest, false).unwrap();
+        std::fs::write(w.dir().join("a.bin"), b"x").unwrap();
+        let mut m = w
+            .finish("clef-ternary-v1", None, None, serde_json::json!({}))
+            .unwrap();
+        assert!(check_sizes(&dest).is_ok());
+        for (format, version) in [("clef-ternary-v2", 1), ("clef-ternary-v1", 2)] {
+            m.format = format.into();
+            m.format_version = version;
+            std::fs::write(dest.join(MANIFEST), serde_json::to_vec(&m).unwrap()).unwrap();
+            let err = check_sizes(&dest).unwrap_err().to_string();
+            assert!(
+                err.contains(format) && err.contains(&format!("version {version}")),
+                "{err}"
+            );
+        }
     }
 
     #[test]

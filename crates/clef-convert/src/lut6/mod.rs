@@ -233,7 +233,7 @@ pub fn convert_lut6(from: &Path, to: &Path, opts: &Lut6Options) -> Result<Lut6Re
         down_scale_source: down_scale_source.clone(),
         manifest: Manifest {
             format: FORMAT.into(),
-            format_version: 1,
+            format_version: clef_model::bundle::FORMAT_VERSION,
             model: None,
             source: None,
             recipe: serde_json::Value::Null,
