@@ -83,7 +83,7 @@ fn tiny_bundle_layout_blobs_and_programs() {
     let m = Manifest::load(&dest).unwrap().unwrap();
     assert_eq!((m.format.as_str(), m.format_version), (FORMAT, 1));
     assert_eq!(m.recipe["lut_threshold"], 1024);
-    assert_eq!(m.recipe["clustering"], "exact-dp");
+    assert_eq!(m.recipe["clustering"], "lloyd");
     assert_eq!(m.recipe["config"]["text_config"]["hidden_size"], 64);
     let storage = m.recipe["storage"].as_object().unwrap();
     assert_eq!(storage.len(), 142, "every release tensor");
@@ -149,7 +149,7 @@ fn tiny_bundle_layout_blobs_and_programs() {
                 assert_eq!(lb.element_count(), (rows / 16 * 64) as u64);
                 // the packed table read back equals the clustering of the source weights
                 let src: Vec<bf16> = values.iter().map(|&v| bf16::from_f32(v)).collect();
-                let want = palettize_matrix_with(&src, rows, cols, ClusterMode::ExactDp).unwrap();
+                let want = palettize_matrix_with(&src, rows, cols, ClusterMode::Lloyd).unwrap();
                 assert_eq!(ib.data, &want.indices[..], "{}", t.name);
                 let table: Vec<f16> = lb
                     .data
@@ -368,20 +368,20 @@ fn nano_calibrated_scales_follow_the_rule_and_fp16_answers() {
 }
 
 #[test]
-fn overwrite_needs_force_and_lloyd_is_recorded() {
+fn overwrite_needs_force_and_exact_dp_is_recorded() {
     let root = tempfile::tempdir().unwrap();
     let dest = root.path().join("b");
     convert_lut6(&model("tiny-a"), &dest, &opts(1024)).unwrap();
     assert!(convert_lut6(&model("tiny-a"), &dest, &opts(1024)).is_err());
-    let lloyd = Lut6Options {
+    let exact = Lut6Options {
         force: true,
-        clustering: ClusterMode::Lloyd,
+        clustering: ClusterMode::ExactDp,
         ..opts(1024)
     };
     let before = std::fs::read(dest.join(WEIGHT_BIN)).unwrap();
-    convert_lut6(&model("tiny-a"), &dest, &lloyd).unwrap();
+    convert_lut6(&model("tiny-a"), &dest, &exact).unwrap();
     let m = Manifest::load(&dest).unwrap().unwrap();
-    assert_eq!(m.recipe["clustering"], "lloyd");
+    assert_eq!(m.recipe["clustering"], "exact-dp");
     assert_ne!(before, std::fs::read(dest.join(WEIGHT_BIN)).unwrap());
     // the card's threshold keeps every tiny linear in FP16: still a loadable bundle
     let plain = root.path().join("c");

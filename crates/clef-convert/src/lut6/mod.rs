@@ -70,7 +70,8 @@ impl Default for Lut6Options {
     fn default() -> Self {
         Lut6Options {
             threshold: LUT_MIN_WEIGHTS,
-            clustering: ClusterMode::ExactDp,
+            // The card's recipe, as formats.md §2.2 makes it the default.
+            clustering: ClusterMode::Lloyd,
             force: false,
             revision: None,
             show_progress: false,
