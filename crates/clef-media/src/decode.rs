@@ -104,28 +104,30 @@ fn decode_err(e: impl std::fmt::Display) -> MediaError {
     MediaError::Decode(e.to_string())
 }
 
-/// The number of frames an APNG's `acTL` chunk declares (chunks before the first `IDAT`).
-fn apng_frame_count(bytes: &[u8]) -> Option<u32> {
+/// The chunks of a PNG before its first `IDAT` (or `IEND`): kind and body, the body `None` when
+/// the file ends inside it. Stops at the first chunk whose length runs past any sane offset.
+fn png_header_chunks(bytes: &[u8]) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {
     let mut pos = 8usize;
-    while pos + 8 <= bytes.len() {
-        let len = u32::from_be_bytes([bytes[pos], bytes[pos + 1], bytes[pos + 2], bytes[pos + 3]])
-            as usize;
-        let kind = &bytes[pos + 4..pos + 8];
-        let data = pos + 8;
+    std::iter::from_fn(move || {
+        let head = bytes.get(pos..pos.checked_add(8)?)?;
+        let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
+        let kind = &head[4..8];
         if kind == b"IDAT" || kind == b"IEND" {
             return None;
         }
-        if kind == b"acTL" && len >= 8 && data + 4 <= bytes.len() {
-            return Some(u32::from_be_bytes([
-                bytes[data],
-                bytes[data + 1],
-                bytes[data + 2],
-                bytes[data + 3],
-            ]));
-        }
+        let data = pos + 8;
+        let body = bytes.get(data..data.saturating_add(len));
         pos = data.checked_add(len)?.checked_add(4)?;
-    }
-    None
+        Some((kind, body))
+    })
+}
+
+/// The number of frames an APNG's `acTL` chunk declares (chunks before the first `IDAT`).
+fn apng_frame_count(bytes: &[u8]) -> Option<u32> {
+    png_header_chunks(bytes).find_map(|(kind, body)| match (kind, body) {
+        (b"acTL", Some(b)) if b.len() >= 8 => Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]])),
+        _ => None,
+    })
 }
 
 /// Reads the header, checking content type, byte size, animation and pixel count. Nothing
@@ -309,16 +311,7 @@ struct PngHeader {
 
 fn png_header(bytes: &[u8]) -> PngHeader {
     let mut h = PngHeader::default();
-    let mut pos = 8usize;
-    while pos + 8 <= bytes.len() {
-        let len = u32::from_be_bytes([bytes[pos], bytes[pos + 1], bytes[pos + 2], bytes[pos + 3]])
-            as usize;
-        let kind = &bytes[pos + 4..pos + 8];
-        let data = pos + 8;
-        if kind == b"IDAT" || kind == b"IEND" {
-            break;
-        }
-        let body = bytes.get(data..data.saturating_add(len));
+    for (kind, body) in png_header_chunks(bytes) {
         match (kind, body) {
             (b"IHDR", Some(b)) if b.len() >= 10 => {
                 h.bit_depth = b[8];
@@ -332,10 +325,6 @@ fn png_header(bytes: &[u8]) -> PngHeader {
             }
             _ => {}
         }
-        let Some(next) = data.checked_add(len).and_then(|p| p.checked_add(4)) else {
-            break;
-        };
-        pos = next;
     }
     h
 }

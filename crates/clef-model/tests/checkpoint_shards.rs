@@ -6,12 +6,10 @@
 mod common;
 
 use clef_model::checkpoint::safetensors_file;
-use clef_model::checkpoint::writer::{write_safetensors, TensorSpec};
 use clef_model::tensor::{Dtype, Tensor};
 use clef_model::{Model, ModelError, Positions, Prompt, RunOptions, SchemaLayout};
 use common::fixtures;
 use half::{bf16, f16};
-use std::collections::BTreeMap;
 use std::path::Path;
 
 const A: &str = "model-00001-of-00002.safetensors";
@@ -24,17 +22,6 @@ fn copy_model(dst: &Path) {
         let e = e.unwrap();
         std::fs::copy(e.path(), dst.join(e.file_name())).unwrap();
     }
-}
-
-fn write(path: &Path, tensors: &[Tensor]) {
-    let specs: Vec<TensorSpec> = tensors
-        .iter()
-        .map(|t| TensorSpec::new(t.name.clone(), t.dtype, &t.shape))
-        .collect();
-    write_safetensors(path, &specs, &BTreeMap::new(), |i, out| {
-        out.write_all(tensors[i].bytes())
-    })
-    .unwrap();
 }
 
 /// Split tiny-a into two shards (layers 0..3 and the rest) and return the index map.
@@ -64,8 +51,8 @@ fn shard(
 }
 
 fn finish(dir: &Path, a: &[Tensor], b: &[Tensor], map: serde_json::Map<String, serde_json::Value>) {
-    write(&dir.join(A), a);
-    write(&dir.join(B), b);
+    common::write_tensors(&dir.join(A), a);
+    common::write_tensors(&dir.join(B), b);
     std::fs::write(
         dir.join("model.safetensors.index.json"),
         serde_json::json!({"metadata": {}, "weight_map": map}).to_string(),

@@ -8,6 +8,21 @@ use clef_model::{OptionLayout, Positions, QuestionLayout, SchemaLayout};
 use serde_json::Value;
 use std::path::PathBuf;
 
+/// Writes `tensors` as one safetensors file, as they are (name, dtype, shape, bytes).
+pub fn write_tensors(path: &std::path::Path, tensors: &[clef_model::tensor::Tensor]) {
+    let specs: Vec<clef_model::checkpoint::writer::TensorSpec> = tensors
+        .iter()
+        .map(|t| clef_model::checkpoint::writer::TensorSpec::new(t.name.clone(), t.dtype, &t.shape))
+        .collect();
+    clef_model::checkpoint::writer::write_safetensors(
+        path,
+        &specs,
+        &std::collections::BTreeMap::new(),
+        |i, out| out.write_all(tensors[i].bytes()),
+    )
+    .unwrap();
+}
+
 pub fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
 }

@@ -10,12 +10,10 @@
 mod common;
 
 use clef_model::checkpoint::safetensors_file;
-use clef_model::checkpoint::writer::{write_safetensors, TensorSpec};
 use clef_model::tensor::Tensor;
 use clef_model::{Model, Positions, Prompt, RunOptions, SchemaLayout};
 use common::fixtures;
 use serde_json::Value;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 fn reference_dir() -> PathBuf {
@@ -37,17 +35,6 @@ fn i64s(t: &Tensor) -> Vec<u32> {
         .chunks_exact(8)
         .map(|c| i64::from_le_bytes(c.try_into().unwrap()) as u32)
         .collect()
-}
-
-fn write(path: &Path, tensors: &[Tensor]) {
-    let specs: Vec<TensorSpec> = tensors
-        .iter()
-        .map(|t| TensorSpec::new(t.name.clone(), t.dtype, &t.shape))
-        .collect();
-    write_safetensors(path, &specs, &BTreeMap::new(), |i, out| {
-        out.write_all(tensors[i].bytes())
-    })
-    .unwrap();
 }
 
 /// tiny-a with the variant's `text_config` edits (and extra tensors) applied.
@@ -72,7 +59,7 @@ fn variant_dir(dir: &Path, variant: &Value, extra: Vec<Tensor>) {
         let mut ts = safetensors_file::open(&path).unwrap().tensors;
         ts.extend(extra);
         let tmp = dir.join("model.tmp");
-        write(&tmp, &ts);
+        common::write_tensors(&tmp, &ts);
         std::fs::rename(tmp, path).unwrap();
     }
 }

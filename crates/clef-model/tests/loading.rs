@@ -4,11 +4,9 @@
 mod common;
 
 use clef_model::checkpoint::safetensors_file;
-use clef_model::checkpoint::writer::{write_safetensors, TensorSpec};
 use clef_model::tensor::Tensor;
 use clef_model::{Model, ModelError};
 use common::fixtures;
-use std::collections::BTreeMap;
 use std::path::Path;
 
 fn copy_model(dst: &Path) {
@@ -23,23 +21,12 @@ fn tensors(path: &Path) -> Vec<Tensor> {
     safetensors_file::open(path).unwrap().tensors
 }
 
-fn write(path: &Path, tensors: &[Tensor]) {
-    let specs: Vec<TensorSpec> = tensors
-        .iter()
-        .map(|t| TensorSpec::new(t.name.clone(), t.dtype, &t.shape))
-        .collect();
-    write_safetensors(path, &specs, &BTreeMap::new(), |i, out| {
-        out.write_all(tensors[i].bytes())
-    })
-    .unwrap();
-}
-
 fn rewrite(dir: &Path, edit: impl FnOnce(&mut Vec<Tensor>)) {
     let path = dir.join("model.safetensors");
     let mut ts = tensors(&path);
     edit(&mut ts);
     let tmp = dir.join("model.tmp");
-    write(&tmp, &ts);
+    common::write_tensors(&tmp, &ts);
     std::fs::rename(tmp, path).unwrap();
 }
 
@@ -125,8 +112,8 @@ fn sharded_checkpoint_loads_like_a_single_file() {
     let (a, b): (Vec<_>, Vec<_>) = all
         .into_iter()
         .partition(|t| t.name.as_str() < "model.language_model.layers.4");
-    write(&dir.path().join("model-00001-of-00002.safetensors"), &a);
-    write(&dir.path().join("model-00002-of-00002.safetensors"), &b);
+    common::write_tensors(&dir.path().join("model-00001-of-00002.safetensors"), &a);
+    common::write_tensors(&dir.path().join("model-00002-of-00002.safetensors"), &b);
     let mut map = serde_json::Map::new();
     for t in &a {
         map.insert(t.name.clone(), "model-00001-of-00002.safetensors".into());
