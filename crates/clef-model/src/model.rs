@@ -82,26 +82,6 @@ pub struct Model {
     pub down_scales: Vec<f32>,
 }
 
-/// `lm_head` of a tied checkpoint: the embedding table itself (shared storage, no copy).
-fn tied_rows(embed: &RowTable) -> RowTable {
-    match embed {
-        RowTable::Dense(t) => RowTable::Dense(t.clone()),
-        RowTable::Affine4 {
-            codes,
-            scales,
-            biases,
-            rows,
-            cols,
-        } => RowTable::Affine4 {
-            codes: codes.clone(),
-            scales: scales.clone(),
-            biases: biases.clone(),
-            rows: *rows,
-            cols: *cols,
-        },
-    }
-}
-
 impl Model {
     /// Load a release folder (or a bundle in the same layout).
     pub fn load(dir: &Path) -> Result<Model> {
@@ -130,7 +110,8 @@ impl Model {
         // stores an `lm_head` anyway uses it, as transformers does. Untied, `lm_head` must exist.
         let has_lm_head = set.contains("lm_head.weight") || set.contains("lm_head.q4");
         let lm_head = if config.tie_word_embeddings && !has_lm_head {
-            tied_rows(&backbone.embed)
+            // The embedding table itself: shared storage, no copy.
+            backbone.embed.clone()
         } else {
             RowTable::take(
                 &mut set,

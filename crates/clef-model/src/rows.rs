@@ -8,6 +8,8 @@ use crate::tensor::{Dtype, Tensor};
 use clef_kernels::formats::affine4::{self, Affine4View};
 use clef_kernels::Isa;
 
+/// Cloning shares the tensors' storage (the memory map), it copies no weights.
+#[derive(Clone)]
 pub enum RowTable {
     /// A dense `[rows, cols]` matrix in its stored dtype.
     Dense(Tensor),
