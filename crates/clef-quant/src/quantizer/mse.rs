@@ -123,9 +123,14 @@ pub fn fit_group(format: QuantFormat, group: &[f32]) -> GroupParams {
 mod tests {
     use super::*;
 
-    /// The search without the duplicate skip or lanes, scoring element by element (with the same
-    /// |e|^2.4 as the search; its accuracy is tested in `norm`).
-    fn fit_literal(format: QuantFormat, group: &[f32]) -> GroupParams {
+    /// The search as formats.md §4.3 writes it (every p of the grid, no duplicate skip or
+    /// lanes), with the group's error computed by `err`; the first (largest) p of the best
+    /// score wins, as the reference's `err < best`.
+    fn fit_by(
+        format: QuantFormat,
+        group: &[f32],
+        err: impl Fn(&GroupParams) -> f64,
+    ) -> GroupParams {
         let mut best = None;
         let mut best_err = f64::INFINITY;
         for k in 0..80 {
@@ -134,16 +139,24 @@ mod tests {
                 QuantFormat::Ternary => GroupParams::Ternary(TernaryParams::fit(group, p)),
                 QuantFormat::Affine4 => GroupParams::Affine4(Affine4Params::fit(group, p)),
             };
-            let err: f64 = group
-                .iter()
-                .map(|&w| f64::from(super::super::norm::pow_norm((c.quantize(w).1 - w).abs())))
-                .sum();
-            if err < best_err {
-                best_err = err;
+            let e = err(&c);
+            if e < best_err {
+                best_err = e;
                 best = Some(c);
             }
         }
         best.unwrap()
+    }
+
+    /// Scoring element by element with the same |e|^2.4 as the search (its accuracy is tested
+    /// in `norm`).
+    fn fit_literal(format: QuantFormat, group: &[f32]) -> GroupParams {
+        fit_by(format, group, |c| {
+            group
+                .iter()
+                .map(|&w| f64::from(super::super::norm::pow_norm((c.quantize(w).1 - w).abs())))
+                .sum()
+        })
     }
 
     fn lcg_group(seed: u64, n: usize) -> Vec<f32> {
@@ -185,30 +198,16 @@ mod tests {
             .collect()
     }
 
-    /// formats.md §4.3 with the sum taken exactly enough to tell ties: f64 errors, `powf`,
-    /// terms in ascending order; the first (largest) p of the best score wins, as the
-    /// reference's `err < best`.
+    /// The sum taken exactly enough to tell ties: f64 errors, `powf`, terms in ascending order.
     fn fit_exact(format: QuantFormat, group: &[f32]) -> GroupParams {
-        let mut best = None;
-        let mut best_err = f64::INFINITY;
-        for k in 0..80 {
-            let p = (1.0 - k as f64 / 100.0) as f32;
-            let c = match format {
-                QuantFormat::Ternary => GroupParams::Ternary(TernaryParams::fit(group, p)),
-                QuantFormat::Affine4 => GroupParams::Affine4(Affine4Params::fit(group, p)),
-            };
+        fit_by(format, group, |c| {
             let mut terms: Vec<f64> = group
                 .iter()
                 .map(|&w| (f64::from(c.quantize(w).1) - f64::from(w)).abs().powf(2.4))
                 .collect();
             terms.sort_by(f64::total_cmp);
-            let err: f64 = terms.iter().sum();
-            if err < best_err {
-                best_err = err;
-                best = Some(c);
-            }
-        }
-        best.unwrap()
+            terms.iter().sum()
+        })
     }
 
     /// Σ|Q(w) − w|^2.4 does not depend on the order of the weights, so neither may the choice.
