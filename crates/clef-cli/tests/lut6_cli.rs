@@ -3,32 +3,9 @@
 //! Clef-Flash's) and `clef inspect --emit-mil`, and `clef decide --activations fp16`.
 
 use clef_model::synth::{config_json, Preset, SynthOptions};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod cli_common;
 
-fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
-}
-
-fn clef(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_clef"))
-        .args(["--threads", "2"])
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+use cli_common::{clef, fixtures, s, text};
 
 #[test]
 fn convert_verify_inspect_and_emit() {

@@ -2,32 +2,9 @@
 //! calibration records, and the quick mode), `clef verify`, `clef decide` on the bundle, and
 //! `clef export --mlx`.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod cli_common;
 
-fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
-}
-
-fn clef(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_clef"))
-        .args(["--threads", "2"])
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+use cli_common::{clef, fixtures, s, text};
 
 #[test]
 fn convert_verify_decide_and_export() {

@@ -267,34 +267,31 @@ impl Linear {
         cols: usize,
         bias: bool,
     ) -> Result<Self> {
-        if let Some(weight) = crate::ane::bundle::take_lut6_weight(set, prefix, rows, cols)? {
-            let bias = if bias {
-                Some(set.take(&format!("{prefix}.bias"), &[rows])?.to_f32()?)
-            } else {
-                None
-            };
-            return Ok(Linear {
-                weight,
-                bias,
-                rows,
-                cols,
-            });
-        }
-        if let Some(weight) = Self::take_ternary_v1(set, prefix, rows, cols)? {
-            let bias = if bias {
-                Some(set.take(&format!("{prefix}.bias"), &[rows])?.to_f32()?)
-            } else {
-                None
-            };
-            return Ok(Linear {
-                weight,
-                bias,
-                rows,
-                cols,
-            });
-        }
-        let weight = set.take(&format!("{prefix}.weight"), &[rows, cols])?;
-        Self::from_parts(set, weight, prefix, rows, cols, bias)
+        // A LUT-6 bundle's palettized weight, clef-ternary-v1 codes, or the dense tensor.
+        let weight = match crate::ane::bundle::take_lut6_weight(set, prefix, rows, cols)? {
+            Some(w) => w,
+            None => match Self::take_ternary_v1(set, prefix, rows, cols)? {
+                Some(w) => w,
+                None => {
+                    let w = set.take(&format!("{prefix}.weight"), &[rows, cols])?;
+                    // Fail at load time, not at the first request, if the dtype cannot be
+                    // used as a matrix.
+                    w.matrix()?;
+                    LinearWeight::Dense(w)
+                }
+            },
+        };
+        let bias = if bias {
+            Some(set.take(&format!("{prefix}.bias"), &[rows])?.to_f32()?)
+        } else {
+            None
+        };
+        Ok(Linear {
+            weight,
+            bias,
+            rows,
+            cols,
+        })
     }
 
     /// clef-ternary-v1 tensors of `prefix` (formats.md §3.6), when the bundle stores them.
@@ -399,22 +396,6 @@ impl Linear {
         let bias = match bias_name {
             Some(b) => Some(set.take(b, &[rows])?.to_f32()?),
             None => None,
-        };
-        Self::checked(weight, bias, rows, cols)
-    }
-
-    fn from_parts(
-        set: &mut TensorSet,
-        weight: Tensor,
-        prefix: &str,
-        rows: usize,
-        cols: usize,
-        bias: bool,
-    ) -> Result<Self> {
-        let bias = if bias {
-            Some(set.take(&format!("{prefix}.bias"), &[rows])?.to_f32()?)
-        } else {
-            None
         };
         Self::checked(weight, bias, rows, cols)
     }
