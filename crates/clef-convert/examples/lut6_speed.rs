@@ -8,29 +8,15 @@ use clef_kernels::formats::lut6::{packed_len, Lut6View};
 use clef_kernels::{matmul_panels, WeightData, WeightView};
 use std::time::Instant;
 
+mod common;
+
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let reps: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(7);
-    let threads: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(2);
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build_global()
-        .expect("a thread pool");
-    let m = 128;
-    // (name, rows, cols): Clef-Flash MLP up/gate, down, DeltaNet in_proj_qkv, out_proj
-    let shapes = [
-        ("mlp.up_proj", 12288, 4096),
-        ("mlp.down_proj", 4096, 12288),
-        ("in_proj_qkv", 8192, 4096),
-        ("out_proj", 4096, 4096),
-    ];
-    let mut x_state = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = move || {
-        x_state ^= x_state << 13;
-        x_state ^= x_state >> 7;
-        x_state ^= x_state << 17;
-        x_state
+    let Some((reps, threads)) = common::reps_and_threads() else {
+        return;
     };
+    let m = 128;
+    let shapes = common::FLASH_SHAPES;
+    let mut next = common::bits();
     println!("{threads} threads, m = {m}, best of {reps}");
     println!(
         "{:<14} {:>13} {:>10} {:>10} {:>8}",

@@ -9,31 +9,15 @@ use clef_model::linear::{Linear, LowRank};
 use clef_model::tensor::{Dtype, Tensor};
 use std::time::Instant;
 
+mod common;
+
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let reps: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(7);
-    let threads: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(2);
-    if let Err(e) = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build_global()
-    {
-        eprintln!("could not start {threads} threads: {e}");
+    let Some((reps, threads)) = common::reps_and_threads() else {
         return;
-    }
-    let m = 128;
-    let shapes = [
-        ("mlp.up_proj", 12288, 4096),
-        ("mlp.down_proj", 4096, 12288),
-        ("in_proj_qkv", 8192, 4096),
-        ("out_proj", 4096, 4096),
-    ];
-    let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
     };
+    let m = 128;
+    let shapes = common::FLASH_SHAPES;
+    let mut next = common::bits();
     println!("{threads} threads, m = {m}, best of {reps}; ternary and 4-bit with rank-16 adapters");
     println!(
         "{:<14} {:>13} {:>9} {:>11} {:>9} {:>9} {:>9}",
