@@ -367,6 +367,26 @@ fn nano_calibrated_scales_follow_the_rule_and_fp16_answers() {
     }
 }
 
+/// Records with images run through the vision tower, as at deployment: the same request with
+/// and without its image gives other peaks, and nothing is skipped.
+#[test]
+fn calibration_runs_image_records() {
+    let png = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAQAAAADCAIAAAA7ljmRAAAAMklEQVR4nAEnANj/AEQggjz95vHCazD5DgDH3QHkiHU0og8LDQQAw27YDnHg/XewdnDrXaYSP5CQWlsAAAAASUVORK5CYII=";
+    let root = tempfile::tempdir().unwrap();
+    let calibrate = |images: serde_json::Value| {
+        let req = serde_json::json!({"model": "clef", "state": "Which colour dominates?",
+            "images": images, "questions": {"red": {"type": "noul", "instructions": "Red?"}}});
+        let path = root.path().join("c.jsonl");
+        let line = serde_json::json!({"id": "r", "request": req}).to_string();
+        std::fs::write(&path, line).unwrap();
+        calibrate_down_scales(&model("tiny-a"), &path, 10).unwrap()
+    };
+    let with = calibrate(serde_json::json!([png]));
+    let without = calibrate(serde_json::json!([]));
+    assert_eq!((with.records, with.skipped_media), (1, 0));
+    assert_ne!(with.peaks, without.peaks);
+}
+
 #[test]
 fn overwrite_needs_force_and_exact_dp_is_recorded() {
     let root = tempfile::tempdir().unwrap();

@@ -401,13 +401,13 @@ fn rtn_quick_mode_and_refusals() {
     assert!(e.contains("line 1"), "{e}");
 }
 
-/// Calibration reading: the first N records, media records skipped and counted, repeated ids
-/// and refused requests named.
+/// Calibration reading: the first N records, media records prepared through the vision tower
+/// (or skipped and counted when the release has none), repeated ids and refused requests named.
 #[test]
 fn calibration_records_are_checked() {
     use clef_convert::ternary::calibrate::read_calibration;
     let root = tempfile::tempdir().unwrap();
-    let engine = Engine::load(&fixture("tiny-a"), EngineConfig::default()).unwrap();
+    let mut engine = Engine::load(&fixture("tiny-a"), EngineConfig::default()).unwrap();
     let png = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC";
     let media = serde_json::json!({"id": "img", "request": {"model": "clef", "state": "look",
         "images": [png], "questions": {"q": {"type": "noul", "instructions": "Red?"}}}});
@@ -418,11 +418,13 @@ fn calibration_records_are_checked() {
     std::fs::write(&path, &text).unwrap();
     // the third line of `calibration_records(2)` repeats an id: only reached with a high limit
     let set = read_calibration(&engine, &path, 5).unwrap();
+    assert_eq!((set.records.len(), set.skipped.len()), (5, 0));
+    let media: Vec<usize> = set.records.iter().map(|r| r.media.len()).collect();
+    assert_eq!(media, [0, 0, 0, 0, 1]);
     assert_eq!(
-        (set.ids.len(), set.skipped.clone()),
-        (4, vec!["img".to_string()])
+        set.tokens,
+        set.records.iter().map(|r| r.ids.len()).sum::<usize>()
     );
-    assert_eq!(set.tokens, set.ids.iter().map(Vec::len).sum::<usize>());
     let e = read_calibration(&engine, &path, 100)
         .err()
         .unwrap()
@@ -435,6 +437,13 @@ fn calibration_records_are_checked() {
         .unwrap()
         .to_string();
     assert!(e.contains("record `x`"), "{e}");
+    // a release without a vision tower calibrates on the text records and names the others
+    engine.model.vision = None;
+    let set = read_calibration(&engine, &path, 5).unwrap();
+    assert_eq!(
+        (set.records.len(), set.skipped.clone()),
+        (4, vec!["img".to_string()])
+    );
 }
 
 /// `Linear::take` and `RowTable::take` recognise the stored formats by name and refuse

@@ -227,16 +227,7 @@ impl Model {
 
         let embed_rows = |start: usize, n: usize, x: &mut [f32]| -> Result<()> {
             self.backbone
-                .embed(&prompt.ids[start..start + n], &mut x[..n * h])?;
-            for m in &prompt.media {
-                let mlen = m.rows.len() / h;
-                let (a, b) = (m.start.max(start), (m.start + mlen).min(start + n));
-                if a < b {
-                    x[(a - start) * h..(b - start) * h]
-                        .copy_from_slice(&m.rows[(a - m.start) * h..(b - m.start) * h]);
-                }
-            }
-            Ok(())
+                .embed_prompt(prompt.ids, &prompt.media, start, &mut x[..n * h])
         };
 
         match opts.order {

@@ -150,7 +150,7 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
                 if r.calib_skipped.is_empty() {
                     String::new()
                 } else {
-                    format!(" ({} with media skipped)", r.calib_skipped.len())
+                    format!(" ({} with media skipped: no vision tower)", r.calib_skipped.len())
                 },
                 mb(r.size.total),
                 mb(r.size.ternary.1),

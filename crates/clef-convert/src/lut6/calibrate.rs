@@ -1,15 +1,14 @@
 //! Calibration of the per-layer MLP down-projection scale of the FP16 programs (formats.md
 //! §2.8, project choice): s = the largest power of two ≤ 16 with s · max|SiLU(gate)⊙up| ≤
 //! 32,768 over the calibration records, at least 1. The records run through the source release
-//! in f32, text only, encoded exactly as requests are.
+//! in f32, prepared exactly as requests are (images and videos through the vision tower).
 
 use crate::error::{ConvertError, Result};
 use clef_api::Limits;
-use clef_encode::{EncodeOptions, MediaLayout, Truncation};
-use clef_engine::{Engine, EngineConfig};
+use clef_encode::Truncation;
+use clef_engine::{DecideOptions, Engine, EngineConfig};
 use clef_model::ane::precision::{down_scale_for_peak, Precision};
 use clef_model::backbone::state::Scratch;
-use clef_model::Positions;
 use std::path::Path;
 
 /// What calibration measured.
@@ -19,9 +18,10 @@ pub struct Calibration {
     pub peaks: Vec<f32>,
     /// Per layer: the chosen scale.
     pub scales: Vec<f32>,
-    /// Records run (text-only records among the first `max_records`).
+    /// Records run (among the first `max_records`).
     pub records: usize,
-    /// Records skipped because they carry images or videos.
+    /// Records skipped because they carry images or videos and the release has no vision
+    /// tower.
     pub skipped_media: usize,
 }
 
@@ -69,24 +69,19 @@ pub fn calibrate_down_scales(
         let req = engine
             .parse(rec.request_json.as_bytes())
             .map_err(|e| cal(format!("record {}: {}", rec.id, e.message)))?;
-        if !req.images.is_empty() || !req.videos.is_empty() {
+        if (!req.images.is_empty() || !req.videos.is_empty()) && !engine.supports_vision() {
             skipped_media += 1;
             continue;
         }
-        let enc = engine
-            .encoder
-            .encode(
-                &req,
-                &MediaLayout::default(),
-                &EncodeOptions {
-                    max_length: engine.config.limits.max_context,
-                    truncation: Truncation::State,
-                },
-            )
-            .map_err(|e| cal(format!("record {}: {e}", rec.id)))?;
-        let ids = &enc.input_ids;
+        let opts = DecideOptions {
+            truncation: Truncation::State,
+            ..Default::default()
+        };
+        let p = engine
+            .prepare(&req, &opts)
+            .map_err(|e| cal(format!("record {}: {}", rec.id, e.message)))?;
+        let ids = &p.encoded.input_ids;
         let len = ids.len();
-        let positions = Positions::text(len);
         let mut state = model.backbone.new_state(len);
         let chunk = 128;
         let mut x = vec![0.0f32; chunk * h];
@@ -95,11 +90,11 @@ pub fn calibrate_down_scales(
             let n = chunk.min(len - start);
             model
                 .backbone
-                .embed(&ids[start..start + n], &mut x[..n * h])?;
+                .embed_prompt(ids, &p.media_rows, start, &mut x[..n * h])?;
             model.backbone.forward_chunk(
                 &mut x[..n * h],
                 n,
-                &positions,
+                &p.positions,
                 &mut state,
                 &mut scratch,
             )?;
@@ -109,7 +104,7 @@ pub fn calibrate_down_scales(
     }
     if used == 0 {
         return Err(cal(format!(
-            "{} has no text-only records to calibrate with",
+            "{} has no usable records to calibrate with",
             records.display()
         )));
     }

@@ -15,13 +15,13 @@ use super::parts::PartStore;
 use super::plan::Role;
 use super::quant::{quantize_linear, LinearStats, Method};
 use crate::error::{ConvertError, Result};
-use clef_encode::{EncodeOptions, MediaLayout, Truncation};
-use clef_engine::Engine;
+use clef_encode::Truncation;
+use clef_engine::{DecideOptions, Engine};
 use clef_model::backbone::state::{DeltaNetState, LayerState, Scratch, SequenceState};
 use clef_model::backbone::{Backbone, Layer, Mixer, PREFIX};
 use clef_model::linear::{set_capture_hook, Linear, LinearWeight};
 use clef_model::tensor::Tensor;
-use clef_model::Positions;
+use clef_model::{MediaRows, Positions};
 use clef_quant::gptq::{Hessian, HessianAccumulator};
 use clef_quant::QuantError;
 use std::cell::RefCell;
@@ -34,35 +34,46 @@ const CHUNK_ROWS: usize = 256;
 /// Captured rows buffered before one Hessian update.
 const FLUSH_ROWS: usize = 2048;
 
+/// One calibration record as the backbone sees it at deployment.
+pub struct CalibrationRecord {
+    pub ids: Vec<u32>,
+    /// Rotary positions (3-D where the record has images or videos).
+    pub positions: Positions,
+    /// The vision tower's rows that replace the media pad tokens' embeddings.
+    pub media: Vec<MediaRows>,
+}
+
 /// Encoded calibration records.
 pub struct CalibrationSet {
-    /// Token ids per record, in file order.
-    pub ids: Vec<Vec<u32>>,
-    /// Ids of records left out (images or videos: this calibration runs the text backbone).
+    /// In file order.
+    pub records: Vec<CalibrationRecord>,
+    /// Ids of records left out: images or videos for a release without a vision tower.
     pub skipped: Vec<String>,
     pub tokens: usize,
 }
 
 /// Reads the first `limit` records (JSONL, the `clef eval` format), line by line so a large file
-/// is never loaded whole, and encodes them with the engine's own parser and encoder, exactly as
-/// at deployment. A malformed line or a request the engine refuses is an error naming it.
+/// is never loaded whole, and prepares them with the engine's own parser, media pipeline,
+/// encoder and vision tower, exactly as at deployment (formats.md §6 step 1: full requests, so
+/// images and videos are part of the statistics). A malformed line or a request the engine
+/// refuses is an error naming it.
 pub fn read_calibration(engine: &Engine, path: &Path, limit: usize) -> Result<CalibrationSet> {
     let fail = |m: String| ConvertError::Calibration(format!("{}: {m}", path.display()));
     let file = std::fs::File::open(path).map_err(|e| fail(e.to_string()))?;
     let mut reader = std::io::BufReader::new(file);
-    let opts = EncodeOptions {
-        max_length: engine.config.limits.max_context,
+    let opts = DecideOptions {
         truncation: Truncation::State,
+        ..Default::default()
     };
     let mut set = CalibrationSet {
-        ids: Vec::new(),
+        records: Vec::new(),
         skipped: Vec::new(),
         tokens: 0,
     };
     let mut seen = std::collections::HashSet::new();
     let mut line = String::new();
     let mut number = 0;
-    while set.ids.len() + set.skipped.len() < limit {
+    while set.records.len() + set.skipped.len() < limit {
         line.clear();
         let cap = clef_eval::MAX_LINE_BYTES as u64 + 2;
         let n = std::io::Read::take(&mut reader, cap)
@@ -92,21 +103,22 @@ pub fn read_calibration(engine: &Engine, path: &Path, limit: usize) -> Result<Ca
         let req = engine
             .parse(r.request_json.as_bytes())
             .map_err(|e| refuse("refused", e.message))?;
-        if !req.images.is_empty() || !req.videos.is_empty() {
+        if (!req.images.is_empty() || !req.videos.is_empty()) && !engine.supports_vision() {
             set.skipped.push(r.id.clone());
             continue;
         }
-        let enc = engine
-            .encoder
-            .encode(&req, &MediaLayout::default(), &opts)
-            .map_err(|e| refuse("encoding", e.to_string()))?;
-        set.tokens += enc.input_ids.len();
-        set.ids.push(enc.input_ids);
+        let p = engine
+            .prepare(&req, &opts)
+            .map_err(|e| refuse("preparing", e.message))?;
+        set.tokens += p.encoded.input_ids.len();
+        set.records.push(CalibrationRecord {
+            ids: p.encoded.input_ids,
+            positions: p.positions,
+            media: p.media_rows,
+        });
     }
-    if set.ids.is_empty() {
-        return Err(fail(format!(
-            "no text-only records among the first {limit}"
-        )));
+    if set.records.is_empty() {
+        return Err(fail(format!("no usable records among the first {limit}")));
     }
     Ok(set)
 }
@@ -174,6 +186,7 @@ fn layer_state(backbone: &Backbone, li: usize, len: usize) -> SequenceState {
 fn run_layer(
     backbone: &Backbone,
     li: usize,
+    records: &[CalibrationRecord],
     input: &mut Activations,
     mut output: Option<&mut Activations>,
     capture: Option<(&str, usize)>,
@@ -202,7 +215,10 @@ fn run_layer(
     for i in 0..input.len() {
         let mut x = input.get(i)?;
         let len = x.len() / hidden;
-        let positions = Positions::text(len);
+        let positions = &records
+            .get(i)
+            .ok_or_else(|| ConvertError::Calibration(format!("no record {i}")))?
+            .positions;
         let mut state = layer_state(backbone, li, len);
         let mut start = 0;
         while start < len {
@@ -212,7 +228,7 @@ fn run_layer(
                 &mut x[start * hidden..(start + n) * hidden],
                 n,
                 start,
-                &positions,
+                positions,
                 &mut state,
                 &mut scratch,
             )?;
@@ -238,6 +254,16 @@ fn run_layer(
         )));
     }
     Ok(Some(sink.acc.finish()?))
+}
+
+/// Block 0's inputs: each record's embeddings with its media rows in place.
+fn embed_records(backbone: &Backbone, set: &CalibrationSet, out: &mut Activations) -> Result<()> {
+    for (i, r) in set.records.iter().enumerate() {
+        let mut x = vec![0.0f32; r.ids.len() * backbone.hidden()];
+        backbone.embed_prompt(&r.ids, &r.media, 0, &mut x)?;
+        out.set(i, &x)?;
+    }
+    Ok(())
 }
 
 /// Quantization order of a layer's linears: (module, linears sharing one input).
@@ -302,16 +328,12 @@ pub fn quantize_backbone(
     advance: &dyn Fn(u64),
 ) -> Result<CalibrationOutcome> {
     let hidden = backbone.hidden();
-    let lens: Vec<usize> = set.ids.iter().map(Vec::len).collect();
+    let lens: Vec<usize> = set.records.iter().map(|r| r.ids.len()).collect();
     // two stores alternate; each gets half the budget
     let mut cur = Activations::new(&lens, hidden, budget / 2, &scratch_dir.join("calib-a.tmp"))?;
     let mut next = Activations::new(&lens, hidden, budget / 2, &scratch_dir.join("calib-b.tmp"))?;
     let spilled = cur.spilled();
-    for (i, ids) in set.ids.iter().enumerate() {
-        let mut x = vec![0.0f32; ids.len() * hidden];
-        backbone.embed(ids, &mut x)?;
-        cur.set(i, &x)?;
-    }
+    embed_records(backbone, set, &mut cur)?;
     let mut stats = Vec::new();
     for li in 0..backbone.layers.len() {
         for (module, names) in stages(&backbone.layers[li]) {
@@ -322,6 +344,7 @@ pub fn quantize_backbone(
             let h = run_layer(
                 backbone,
                 li,
+                &set.records,
                 &mut cur,
                 None,
                 Some((&format!("{first}.weight"), dim)),
@@ -357,7 +380,7 @@ pub fn quantize_backbone(
             }
         }
         // the next layer's inputs, through this layer fully quantized
-        run_layer(backbone, li, &mut cur, Some(&mut next), None)?;
+        run_layer(backbone, li, &set.records, &mut cur, Some(&mut next), None)?;
         std::mem::swap(&mut cur, &mut next);
         // The layer never runs again: drop its quantized copies (its bytes are in the part
         // store) so memory holds one layer's worth, and let the kernel reclaim the source pages.
@@ -378,4 +401,71 @@ pub fn quantize_backbone(
     cur.remove()?;
     next.remove()?;
     Ok(CalibrationOutcome { stats, spilled })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clef_engine::EngineConfig;
+
+    const PNG_4X3: &str = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAQAAAADCAIAAAA7ljmRAAAAMklEQVR4nAEnANj/AEQggjz95vHCazD5DgDH3QHkiHU0og8LDQQAw27YDnHg/XewdnDrXaYSP5CQWlsAAAAASUVORK5CYII=";
+
+    /// The calibration's layer-by-layer run is the engine's forward: for a record with an image
+    /// (vision rows in place, 3-D positions) and a text record, the rows after the last layer
+    /// match `Engine::hidden_states`.
+    #[test]
+    fn layer_by_layer_rows_match_the_engine_with_media() {
+        let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/models/tiny-a");
+        let engine = Engine::load(&dir, EngineConfig::default()).unwrap();
+        let requests = [
+            serde_json::json!({"model": "clef", "state": "What colour dominates this picture?",
+                "images": [PNG_4X3],
+                "questions": {"red": {"type": "noul", "instructions": "Mostly red?"}}}),
+            serde_json::json!({"model": "clef", "state": {"ticket": 7, "mood": "calm"},
+                "questions": {"u": {"type": "score", "instructions": "How urgent?",
+                    "criteria": ["Low", "High"]}}}),
+        ];
+        let root = tempfile::tempdir().unwrap();
+        let path = root.path().join("c.jsonl");
+        let lines: Vec<String> = requests
+            .iter()
+            .enumerate()
+            .map(|(i, r)| serde_json::json!({"id": format!("r{i}"), "request": r}).to_string())
+            .collect();
+        std::fs::write(&path, lines.join("\n")).unwrap();
+        let set = read_calibration(&engine, &path, 10).unwrap();
+        assert_eq!(set.records.len(), 2);
+        assert!(set.skipped.is_empty());
+        let image = &set.records[0];
+        assert!(!image.media.is_empty());
+        assert_ne!(image.positions, Positions::text(image.ids.len()));
+
+        let backbone = &engine.model.backbone;
+        let hidden = backbone.hidden();
+        let lens: Vec<usize> = set.records.iter().map(|r| r.ids.len()).collect();
+        let mut cur = Activations::new(&lens, hidden, u64::MAX, &root.path().join("a")).unwrap();
+        let mut next = Activations::new(&lens, hidden, u64::MAX, &root.path().join("b")).unwrap();
+        embed_records(backbone, &set, &mut cur).unwrap();
+        for li in 0..backbone.layers.len() {
+            run_layer(backbone, li, &set.records, &mut cur, Some(&mut next), None).unwrap();
+            std::mem::swap(&mut cur, &mut next);
+        }
+        let mut scratch = Scratch::default();
+        for (i, body) in requests.iter().enumerate() {
+            let mut x = cur.get(i).unwrap();
+            backbone.final_norm_in_place(&mut x, lens[i], &mut scratch);
+            let req = engine.parse(body.to_string().as_bytes()).unwrap();
+            let (_, want) = engine
+                .hidden_states(&req, &DecideOptions::default())
+                .unwrap();
+            assert_eq!(x.len(), want.len());
+            let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let worst = x
+                .iter()
+                .zip(&want)
+                .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+            assert!(worst <= 1e-5 * scale, "record {i}: {worst} of {scale}");
+        }
+    }
 }

@@ -190,7 +190,7 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
                     cols,
                 )?;
             }
-            report.calib_records = set.ids.len();
+            report.calib_records = set.records.len();
             report.calib_tokens = set.tokens;
             report.calib_skipped = set.skipped.clone();
             let outcome = calibrate::quantize_backbone(

@@ -12,6 +12,7 @@ pub mod state;
 use crate::checkpoint::TensorSet;
 use crate::config::{LayerKind, ModelConfig};
 use crate::error::{ModelError, Result};
+use crate::model::MediaRows;
 use crate::rows::RowTable;
 use attention::Attention;
 use clef_kernels::rms_norm;
@@ -128,6 +129,35 @@ impl Backbone {
                 )));
             }
             self.embed.row_to_f32(id as usize, row)?;
+        }
+        Ok(())
+    }
+
+    /// The input rows `start..start + n` of a prompt (`n = out.len() / hidden`): the embedding
+    /// of each id, except where `media` places the vision tower's rows instead.
+    pub fn embed_prompt(
+        &self,
+        ids: &[u32],
+        media: &[MediaRows],
+        start: usize,
+        out: &mut [f32],
+    ) -> Result<()> {
+        let h = self.hidden;
+        let n = out.len() / h;
+        let end = start
+            .checked_add(n)
+            .filter(|&e| e <= ids.len())
+            .ok_or_else(|| {
+                ModelError::Input(format!("rows {start}+{n} of a {}-id prompt", ids.len()))
+            })?;
+        self.embed(&ids[start..end], out)?;
+        for m in media {
+            let mlen = m.rows.len() / h;
+            let (a, b) = (m.start.max(start), (m.start + mlen).min(end));
+            if a < b {
+                out[(a - start) * h..(b - start) * h]
+                    .copy_from_slice(&m.rows[(a - m.start) * h..(b - m.start) * h]);
+            }
         }
         Ok(())
     }
