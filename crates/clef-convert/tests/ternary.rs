@@ -419,8 +419,12 @@ fn calibration_records_are_checked() {
     // the third line of `calibration_records(2)` repeats an id: only reached with a high limit
     let set = read_calibration(&engine, &path, 5).unwrap();
     assert_eq!((set.records.len(), set.skipped.len()), (5, 0));
-    let media: Vec<usize> = set.records.iter().map(|r| r.media.len()).collect();
-    assert_eq!(media, [0, 0, 0, 0, 1]);
+    let media: Vec<bool> = set
+        .records
+        .iter()
+        .map(|r| r.media_request.is_some())
+        .collect();
+    assert_eq!(media, [false, false, false, false, true]);
     assert_eq!(
         set.tokens,
         set.records.iter().map(|r| r.ids.len()).sum::<usize>()

@@ -169,6 +169,39 @@ impl Engine {
 
     /// Everything before the backbone: media, encoding, the vision tower, positions.
     pub fn prepare(&self, req: &Request, opts: &DecideOptions) -> Result<PreparedPrompt, ApiError> {
+        let (media, encoded, media_s, encode_s) = self.media_and_encoding(req, opts)?;
+        let t2 = Instant::now();
+        let (media_rows, positions) = self.place_media(&encoded, &media)?;
+        let vision_s = t2.elapsed().as_secs_f64();
+        Ok(PreparedPrompt {
+            encoded,
+            positions,
+            media_rows,
+            media_s,
+            encode_s,
+            vision_s,
+        })
+    }
+
+    /// [`Engine::prepare`] without the vision tower: the encoding and the rotary positions,
+    /// for callers that need the prompt's shape before (or without) its media rows.
+    pub fn prepare_layout(
+        &self,
+        req: &Request,
+        opts: &DecideOptions,
+    ) -> Result<(Encoded, Positions), ApiError> {
+        let (media, encoded, _, _) = self.media_and_encoding(req, opts)?;
+        let positions = self.media_positions(&encoded, &media)?;
+        Ok((encoded, positions))
+    }
+
+    /// Media decoding and resizing, then the encoding with the media's token counts; with
+    /// their times in seconds.
+    fn media_and_encoding(
+        &self,
+        req: &Request,
+        opts: &DecideOptions,
+    ) -> Result<(PreparedMedia, Encoded, f64, f64), ApiError> {
         let t0 = Instant::now();
         let has_media = !req.images.is_empty() || !req.videos.is_empty();
         if has_media && !self.supports_vision() {
@@ -199,19 +232,7 @@ impl Engine {
                 },
             )
             .map_err(ApiError::from)?;
-        let encode_s = t1.elapsed().as_secs_f64();
-
-        let t2 = Instant::now();
-        let (media_rows, positions) = self.place_media(&encoded, &media)?;
-        let vision_s = t2.elapsed().as_secs_f64();
-        Ok(PreparedPrompt {
-            encoded,
-            positions,
-            media_rows,
-            media_s,
-            encode_s,
-            vision_s,
-        })
+        Ok((media, encoded, media_s, t1.elapsed().as_secs_f64()))
     }
 
     /// Answer one validated request: media, encoding, the vision tower, the backbone and
@@ -268,6 +289,61 @@ impl Engine {
         Ok((p.encoded, rows))
     }
 
+    /// The media item behind each media slot of the prompt, with the slot's merged grid.
+    fn slot_items(
+        &self,
+        encoded: &Encoded,
+        media: &PreparedMedia,
+    ) -> Result<Vec<SlotItem>, ApiError> {
+        let Some(tower) = &self.model.vision else {
+            return Err(ApiError::internal(
+                "media prepared for a model without a vision tower",
+            ));
+        };
+        let merge = tower.config().spatial_merge_size;
+        let n_images = media.layout.images.len();
+        let mut items = Vec::with_capacity(encoded.media_slots.len());
+        for slot in &encoded.media_slots {
+            let item = match slot.kind {
+                MediaKind::Image => slot.item,
+                MediaKind::Video => n_images + slot.item,
+            };
+            let Some(input) = media.inputs.get(item) else {
+                return Err(ApiError::internal(format!(
+                    "media slot for missing item {item}"
+                )));
+            };
+            let per_group = input.grid.h * input.grid.w / (merge * merge);
+            if slot.len != per_group {
+                return Err(ApiError::internal(format!(
+                    "media slot of {} tokens for a group of {per_group}",
+                    slot.len
+                )));
+            }
+            items.push(SlotItem {
+                item,
+                start: slot.start,
+                group: slot.group,
+                per_group,
+                merged: (input.grid.h / merge, input.grid.w / merge),
+            });
+        }
+        Ok(items)
+    }
+
+    /// The 3-D rotary positions of the whole prompt.
+    fn media_positions(
+        &self,
+        encoded: &Encoded,
+        media: &PreparedMedia,
+    ) -> Result<Positions, ApiError> {
+        let len = encoded.input_ids.len();
+        if media.is_empty() {
+            return Ok(Positions::text(len));
+        }
+        slot_positions(len, &self.slot_items(encoded, media)?)
+    }
+
     /// Run the vision tower and place its merged rows on the pad slots; compute the 3-D
     /// rotary positions of the whole prompt.
     fn place_media(
@@ -284,6 +360,7 @@ impl Engine {
                 "media prepared for a model without a vision tower",
             ));
         };
+        let slots = self.slot_items(encoded, media)?;
         let items: Vec<VisionItem> = media
             .inputs
             .iter()
@@ -305,37 +382,43 @@ impl Engine {
             .forward_with(&items, self.config.slab_rows, &precision)
             .map_err(model_error)?;
         let hidden = self.model.hidden();
-        let merge = tower.config().spatial_merge_size;
-        let n_images = media.layout.images.len();
-        let mut rows = Vec::with_capacity(encoded.media_slots.len());
-        let mut groups = Vec::with_capacity(encoded.media_slots.len());
-        for slot in &encoded.media_slots {
-            let item = match slot.kind {
-                MediaKind::Image => slot.item,
-                MediaKind::Video => n_images + slot.item,
-            };
-            let (Some(input), Some(out)) = (media.inputs.get(item), outputs.get(item)) else {
+        let mut rows = Vec::with_capacity(slots.len());
+        for s in &slots {
+            let (a, b) = (
+                s.group * s.per_group * hidden,
+                (s.group + 1) * s.per_group * hidden,
+            );
+            let Some(out) = outputs.get(s.item).and_then(|o| o.get(a..b)) else {
                 return Err(ApiError::internal(format!(
-                    "media slot for missing item {item}"
+                    "no vision rows for group {} of item {}",
+                    s.group, s.item
                 )));
             };
-            let per_group = input.grid.h * input.grid.w / (merge * merge);
-            if slot.len != per_group || (slot.group + 1) * per_group * hidden > out.len() {
-                return Err(ApiError::internal(format!(
-                    "media slot of {} tokens for a group of {per_group}",
-                    slot.len
-                )));
-            }
             rows.push(MediaRows {
-                start: slot.start,
-                rows: out[slot.group * per_group * hidden..(slot.group + 1) * per_group * hidden]
-                    .to_vec(),
+                start: s.start,
+                rows: out.to_vec(),
             });
-            groups.push((slot.start, input.grid.h / merge, input.grid.w / merge));
         }
-        let positions = Positions::with_media(len, &groups).map_err(ApiError::internal)?;
-        Ok((rows, positions))
+        Ok((rows, slot_positions(len, &slots)?))
     }
+}
+
+/// One media slot of a prompt: which prepared item fills it, where, and its merged grid.
+struct SlotItem {
+    item: usize,
+    start: usize,
+    group: usize,
+    per_group: usize,
+    merged: (usize, usize),
+}
+
+/// The 3-D rotary positions of a prompt of `len` ids with these media slots.
+fn slot_positions(len: usize, slots: &[SlotItem]) -> Result<Positions, ApiError> {
+    let groups: Vec<(usize, usize, usize)> = slots
+        .iter()
+        .map(|s| (s.start, s.merged.0, s.merged.1))
+        .collect();
+    Positions::with_media(len, &groups).map_err(ApiError::internal)
 }
 
 /// The head's view of an encoded prompt.

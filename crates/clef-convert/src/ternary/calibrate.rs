@@ -15,13 +15,14 @@ use super::parts::PartStore;
 use super::plan::Role;
 use super::quant::{quantize_linear, LinearStats, Method};
 use crate::error::{ConvertError, Result};
+use clef_api::Request;
 use clef_encode::Truncation;
 use clef_engine::{DecideOptions, Engine};
 use clef_model::backbone::state::{DeltaNetState, LayerState, Scratch, SequenceState};
 use clef_model::backbone::{Backbone, Layer, Mixer, PREFIX};
 use clef_model::linear::{set_capture_hook, Linear, LinearWeight};
 use clef_model::tensor::Tensor;
-use clef_model::{MediaRows, Positions};
+use clef_model::Positions;
 use clef_quant::gptq::{Hessian, HessianAccumulator};
 use clef_quant::QuantError;
 use std::cell::RefCell;
@@ -39,8 +40,10 @@ pub struct CalibrationRecord {
     pub ids: Vec<u32>,
     /// Rotary positions (3-D where the record has images or videos).
     pub positions: Positions,
-    /// The vision tower's rows that replace the media pad tokens' embeddings.
-    pub media: Vec<MediaRows>,
+    /// The request of a record with images or videos, prepared again through the vision tower
+    /// when block 0's inputs are written ([`embed_records`]): the tower's rows are as large as
+    /// the activations themselves, so they are never held for all records at once.
+    pub media_request: Option<Request>,
 }
 
 /// Encoded calibration records.
@@ -53,18 +56,15 @@ pub struct CalibrationSet {
 }
 
 /// Reads the first `limit` records (JSONL, the `clef eval` format), line by line so a large file
-/// is never loaded whole, and prepares them with the engine's own parser, media pipeline,
-/// encoder and vision tower, exactly as at deployment (formats.md §6 step 1: full requests, so
-/// images and videos are part of the statistics). A malformed line or a request the engine
-/// refuses is an error naming it.
+/// is never loaded whole, and prepares them with the engine's own parser, media pipeline and
+/// encoder, exactly as at deployment (formats.md §6 step 1: full requests, so images and videos
+/// are part of the statistics; their vision rows are computed by [`embed_records`]). A
+/// malformed line or a request the engine refuses is an error naming it.
 pub fn read_calibration(engine: &Engine, path: &Path, limit: usize) -> Result<CalibrationSet> {
     let fail = |m: String| ConvertError::Calibration(format!("{}: {m}", path.display()));
     let file = std::fs::File::open(path).map_err(|e| fail(e.to_string()))?;
     let mut reader = std::io::BufReader::new(file);
-    let opts = DecideOptions {
-        truncation: Truncation::State,
-        ..Default::default()
-    };
+    let opts = prepare_options();
     let mut set = CalibrationSet {
         records: Vec::new(),
         skipped: Vec::new(),
@@ -107,14 +107,15 @@ pub fn read_calibration(engine: &Engine, path: &Path, limit: usize) -> Result<Ca
             set.skipped.push(r.id.clone());
             continue;
         }
-        let p = engine
-            .prepare(&req, &opts)
+        let (encoded, positions) = engine
+            .prepare_layout(&req, &opts)
             .map_err(|e| refuse("preparing", e.message))?;
-        set.tokens += p.encoded.input_ids.len();
+        set.tokens += encoded.input_ids.len();
+        let has_media = !req.images.is_empty() || !req.videos.is_empty();
         set.records.push(CalibrationRecord {
-            ids: p.encoded.input_ids,
-            positions: p.positions,
-            media: p.media_rows,
+            ids: encoded.input_ids,
+            positions,
+            media_request: has_media.then_some(req),
         });
     }
     if set.records.is_empty() {
@@ -256,14 +257,50 @@ fn run_layer(
     Ok(Some(sink.acc.finish()?))
 }
 
-/// Block 0's inputs: each record's embeddings with its media rows in place.
-fn embed_records(backbone: &Backbone, set: &CalibrationSet, out: &mut Activations) -> Result<()> {
+/// Truncation and budget of the calibration prompts, the same in both passes.
+fn prepare_options() -> DecideOptions<'static> {
+    DecideOptions {
+        truncation: Truncation::State,
+        ..Default::default()
+    }
+}
+
+/// Block 0's inputs (formats.md §6 step 2), with the engine's embedding table as it is now:
+/// each record's embeddings, with the vision tower's rows on the media pad slots. Kept in
+/// memory within `budget` bytes, else spilled to `scratch_dir`.
+pub fn embed_records(
+    engine: &Engine,
+    set: &CalibrationSet,
+    scratch_dir: &Path,
+    budget: u64,
+) -> Result<Activations> {
+    let backbone = &engine.model.backbone;
+    let lens: Vec<usize> = set.records.iter().map(|r| r.ids.len()).collect();
+    let mut out = Activations::new(
+        &lens,
+        backbone.hidden(),
+        budget,
+        &scratch_dir.join("calib-a.tmp"),
+    )?;
     for (i, r) in set.records.iter().enumerate() {
         let mut x = vec![0.0f32; r.ids.len() * backbone.hidden()];
-        backbone.embed_prompt(&r.ids, &r.media, 0, &mut x)?;
+        match &r.media_request {
+            None => backbone.embed_prompt(&r.ids, &[], 0, &mut x)?,
+            Some(req) => {
+                let p = engine
+                    .prepare(req, &prepare_options())
+                    .map_err(|e| ConvertError::Calibration(format!("record {i}: {}", e.message)))?;
+                if p.encoded.input_ids != r.ids || p.positions != r.positions {
+                    return Err(ConvertError::Calibration(format!(
+                        "record {i} encoded differently the second time"
+                    )));
+                }
+                backbone.embed_prompt(&r.ids, &p.media_rows, 0, &mut x)?;
+            }
+        }
         out.set(i, &x)?;
     }
-    Ok(())
+    Ok(out)
 }
 
 /// Quantization order of a layer's linears: (module, linears sharing one input).
@@ -316,12 +353,15 @@ pub struct CalibrationOutcome {
     pub spilled: bool,
 }
 
-/// Quantizes every backbone linear of `backbone` layer by layer, appending the stored tensors
-/// to `store` and replacing each linear in the model by its quantized form as soon as it is
-/// done. `advance(bytes)` reports progress in source bytes.
+/// Quantizes every backbone linear of `backbone` layer by layer from block 0's inputs `input`
+/// ([`embed_records`]), appending the stored tensors to `store` and replacing each linear in
+/// the model by its quantized form as soon as it is done. The next layer's inputs get
+/// `budget` bytes of memory before spilling to `scratch_dir`. `advance(bytes)` reports progress
+/// in source bytes.
 pub fn quantize_backbone(
     backbone: &mut Backbone,
     set: &CalibrationSet,
+    input: Activations,
     store: &mut PartStore,
     scratch_dir: &Path,
     budget: u64,
@@ -329,11 +369,10 @@ pub fn quantize_backbone(
 ) -> Result<CalibrationOutcome> {
     let hidden = backbone.hidden();
     let lens: Vec<usize> = set.records.iter().map(|r| r.ids.len()).collect();
-    // two stores alternate; each gets half the budget
-    let mut cur = Activations::new(&lens, hidden, budget / 2, &scratch_dir.join("calib-a.tmp"))?;
-    let mut next = Activations::new(&lens, hidden, budget / 2, &scratch_dir.join("calib-b.tmp"))?;
-    let spilled = cur.spilled();
-    embed_records(backbone, set, &mut cur)?;
+    // two stores alternate: the current layer's inputs and the next one's
+    let mut cur = input;
+    let mut next = Activations::new(&lens, hidden, budget, &scratch_dir.join("calib-b.tmp"))?;
+    let spilled = cur.spilled() || next.spilled();
     let mut stats = Vec::new();
     for li in 0..backbone.layers.len() {
         for (module, names) in stages(&backbone.layers[li]) {
@@ -438,15 +477,14 @@ mod tests {
         assert_eq!(set.records.len(), 2);
         assert!(set.skipped.is_empty());
         let image = &set.records[0];
-        assert!(!image.media.is_empty());
+        assert!(image.media_request.is_some() && set.records[1].media_request.is_none());
         assert_ne!(image.positions, Positions::text(image.ids.len()));
 
         let backbone = &engine.model.backbone;
         let hidden = backbone.hidden();
         let lens: Vec<usize> = set.records.iter().map(|r| r.ids.len()).collect();
-        let mut cur = Activations::new(&lens, hidden, u64::MAX, &root.path().join("a")).unwrap();
+        let mut cur = embed_records(&engine, &set, root.path(), u64::MAX).unwrap();
         let mut next = Activations::new(&lens, hidden, u64::MAX, &root.path().join("b")).unwrap();
-        embed_records(backbone, &set, &mut cur).unwrap();
         for li in 0..backbone.layers.len() {
             run_layer(backbone, li, &set.records, &mut cur, Some(&mut next), None).unwrap();
             std::mem::swap(&mut cur, &mut next);

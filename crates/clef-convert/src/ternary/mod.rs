@@ -193,12 +193,16 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
             report.calib_records = set.records.len();
             report.calib_tokens = set.tokens;
             report.calib_skipped = set.skipped.clone();
+            // the activation budget is shared by the two alternating stores
+            let budget = opts.activation_budget / 2;
+            let input = calibrate::embed_records(&engine, &set, writer.dir(), budget)?;
             let outcome = calibrate::quantize_backbone(
                 &mut engine.model.backbone,
                 &set,
+                input,
                 &mut store,
                 writer.dir(),
-                opts.activation_budget,
+                budget,
                 &advance,
             )?;
             report.linears = outcome.stats;
