@@ -73,8 +73,8 @@ fn adobe_cmyk_to_rgb(stored: &[u8]) -> [u8; 3] {
 
 /// Decodes a JPEG the way Pillow's `Image.open(...).convert("RGB")` sees it: `Some(Rgb8)` for
 /// YCbCr, RGB and CMYK/YCCK files, `Some(Luma8)` for greyscale ones, `None` for anything else
-/// libjpeg can read (the caller's fallback). The pixel count is checked against `limits` from the header libjpeg reads,
-/// before the pixel buffer is allocated.
+/// libjpeg can read (the caller's fallback). The pixel count is checked against `limits` from
+/// the header libjpeg reads, before the pixel buffer is allocated.
 pub(crate) fn decode(
     bytes: &[u8],
     limits: &MediaLimits,
@@ -93,31 +93,27 @@ pub(crate) fn decode(
         )?;
         let (w, h) = (width as u32, height as u32);
         let bad_size = || MediaError::Decode("JPEG: fewer scanlines than the header says".into());
-        match d.color_space() {
+        // the colour space libjpeg converts to: what Pillow's mode for the file holds
+        let out = match d.color_space() {
+            ColorSpace::JCS_GRAYSCALE => ColorSpace::JCS_GRAYSCALE,
+            ColorSpace::JCS_YCbCr | ColorSpace::JCS_RGB => ColorSpace::JCS_RGB,
+            ColorSpace::JCS_CMYK | ColorSpace::JCS_YCCK => ColorSpace::JCS_CMYK,
+            _ => return Ok(None),
+        };
+        let mut started = d.to_colorspace(out).map_err(io)?;
+        let pixels: Vec<u8> = started.read_scanlines().map_err(io)?;
+        started.finish().map_err(io)?;
+        let image = match out {
             ColorSpace::JCS_GRAYSCALE => {
-                let mut started = d.grayscale().map_err(io)?;
-                let pixels: Vec<u8> = started.read_scanlines().map_err(io)?;
-                started.finish().map_err(io)?;
-                let img = GrayImage::from_raw(w, h, pixels).ok_or_else(bad_size)?;
-                Ok(Some(DynamicImage::ImageLuma8(img)))
+                GrayImage::from_raw(w, h, pixels).map(DynamicImage::ImageLuma8)
             }
-            ColorSpace::JCS_YCbCr | ColorSpace::JCS_RGB => {
-                let mut started = d.rgb().map_err(io)?;
-                let pixels: Vec<u8> = started.read_scanlines().map_err(io)?;
-                started.finish().map_err(io)?;
-                let img = RgbImage::from_raw(w, h, pixels).ok_or_else(bad_size)?;
-                Ok(Some(DynamicImage::ImageRgb8(img)))
+            ColorSpace::JCS_CMYK => {
+                let rgb: Vec<u8> = pixels.chunks_exact(4).flat_map(adobe_cmyk_to_rgb).collect();
+                RgbImage::from_raw(w, h, rgb).map(DynamicImage::ImageRgb8)
             }
-            ColorSpace::JCS_CMYK | ColorSpace::JCS_YCCK => {
-                let mut started = d.to_colorspace(ColorSpace::JCS_CMYK).map_err(io)?;
-                let cmyk: Vec<u8> = started.read_scanlines().map_err(io)?;
-                started.finish().map_err(io)?;
-                let rgb: Vec<u8> = cmyk.chunks_exact(4).flat_map(adobe_cmyk_to_rgb).collect();
-                let img = RgbImage::from_raw(w, h, rgb).ok_or_else(bad_size)?;
-                Ok(Some(DynamicImage::ImageRgb8(img)))
-            }
-            _ => Ok(None),
-        }
+            _ => RgbImage::from_raw(w, h, pixels).map(DynamicImage::ImageRgb8),
+        };
+        image.map(Some).ok_or_else(bad_size)
     };
     match catch_unwind(AssertUnwindSafe(run)) {
         Ok(result) => result,

@@ -64,6 +64,10 @@ pub fn calibrate_down_scales(
         },
         ..Default::default()
     };
+    let opts = DecideOptions {
+        truncation: Truncation::State,
+        ..Default::default()
+    };
     let (mut used, mut skipped_media) = (0, 0);
     for rec in recs.iter().take(max_records) {
         let req = engine
@@ -73,10 +77,6 @@ pub fn calibrate_down_scales(
             skipped_media += 1;
             continue;
         }
-        let opts = DecideOptions {
-            truncation: Truncation::State,
-            ..Default::default()
-        };
         let p = engine
             .prepare(&req, &opts)
             .map_err(|e| cal(format!("record {}: {}", rec.id, e.message)))?;

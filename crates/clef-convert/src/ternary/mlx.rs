@@ -24,12 +24,13 @@ use crate::error::{ConvertError, Result};
 use clef_kernels::formats::ternary::{self, decode_table};
 use clef_model::bundle::Manifest;
 use clef_model::checkpoint::safetensors_file;
-use clef_model::tensor::{Dtype, Tensor};
+use clef_model::checkpoint::writer::{write_safetensors_raw, RawSpec};
+use clef_model::tensor::Tensor;
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
-use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 /// MLX's group size (the bundle's as well).
@@ -69,20 +70,11 @@ enum Make {
 
 struct Out {
     name: String,
-    dtype: &'static str,
+    /// The safetensors dtype name.
+    dtype: String,
     shape: Vec<usize>,
     bytes: usize,
     make: Make,
-}
-
-fn dtype_name(d: Dtype) -> &'static str {
-    match d {
-        Dtype::F32 => "F32",
-        Dtype::F16 => "F16",
-        Dtype::Bf16 => "BF16",
-        Dtype::U8 => "U8",
-        Dtype::I64 => "I64",
-    }
 }
 
 /// 2-bit MLX words of one row of trits: code d = t + 1 of column k at bits 2(k mod 16) of word
@@ -144,66 +136,21 @@ impl Make {
     }
 }
 
-/// A writer that counts the bytes passed through.
-struct Counted<'a, W: Write> {
-    inner: &'a mut W,
-    n: usize,
-}
-
-impl<W: Write> Write for Counted<'_, W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let k = self.inner.write(buf)?;
-        self.n += k;
-        Ok(k)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
-}
-
 /// Writes a safetensors file (any dtype name), streaming each tensor.
 fn write_file(path: &Path, outs: &[Out], meta: &BTreeMap<String, String>) -> Result<u64> {
-    let mut obj = serde_json::Map::new();
-    obj.insert(
-        "__metadata__".into(),
-        serde_json::to_value(meta).map_err(|e| ConvertError::Invalid(e.to_string()))?,
-    );
-    let mut offset = 0usize;
-    for o in outs {
-        obj.insert(
-            o.name.clone(),
-            serde_json::json!({"dtype": o.dtype, "shape": o.shape, "data_offsets": [offset, offset + o.bytes]}),
-        );
-        offset += o.bytes;
-    }
-    let mut header = serde_json::Value::Object(obj).to_string();
-    while !header.len().is_multiple_of(8) {
-        header.push(' ');
-    }
-    let file = File::create(path).map_err(|e| io_error(path, e))?;
-    let mut w = BufWriter::with_capacity(1 << 20, file);
-    let mut total = 8 + header.len() as u64;
-    w.write_all(&(header.len() as u64).to_le_bytes())
-        .and_then(|_| w.write_all(header.as_bytes()))
-        .map_err(|e| io_error(path, e))?;
-    for o in outs {
-        // straight into the file (a table is half a gigabyte), counting what was written
-        let mut counted = Counted {
-            inner: &mut w,
-            n: 0,
-        };
-        o.make.write(&mut counted).map_err(|e| io_error(path, e))?;
-        if counted.n != o.bytes {
-            return Err(ConvertError::Invalid(format!(
-                "{}: produced {} bytes, expected {}",
-                o.name, counted.n, o.bytes
-            )));
-        }
-        total += o.bytes as u64;
-    }
-    w.flush().map_err(|e| io_error(path, e))?;
-    Ok(total)
+    let specs: Vec<RawSpec> = outs
+        .iter()
+        .map(|o| RawSpec {
+            name: &o.name,
+            dtype: &o.dtype,
+            shape: &o.shape,
+            nbytes: o.bytes,
+        })
+        .collect();
+    // straight into the file (a table is half a gigabyte), counted by the writer
+    Ok(write_safetensors_raw(path, &specs, meta, |i, w| {
+        outs[i].make.write(w)
+    })?)
 }
 
 /// What an export wrote.
@@ -313,21 +260,21 @@ pub fn export_mlx(bundle: &Path, out: &Path, force: bool) -> Result<MlxReport> {
             }
             model.push(Out {
                 name: format!("{p}.weight"),
-                dtype: "U32",
+                dtype: "U32".into(),
                 shape: vec![rows, cols * 2 / 32],
                 bytes: rows * cols * 2 / 8,
                 make: Make::TritWords { trits, rows, cols },
             });
             model.push(Out {
                 name: format!("{p}.biases"),
-                dtype: "BF16",
+                dtype: "BF16".into(),
                 shape: vec![rows, groups],
                 bytes: rows * groups * 2,
                 make: Make::Negate(scales.clone()),
             });
             model.push(Out {
                 name: format!("{p}.scales"),
-                dtype: "BF16",
+                dtype: "BF16".into(),
                 shape: vec![rows, groups],
                 bytes: rows * groups * 2,
                 make: Make::Copy(scales),
@@ -355,7 +302,7 @@ pub fn export_mlx(bundle: &Path, out: &Path, force: bool) -> Result<MlxReport> {
             }
             model.push(Out {
                 name: format!("{p}.weight"),
-                dtype: "U32",
+                dtype: "U32".into(),
                 shape: vec![rows, cols / 8],
                 bytes: rows * rb,
                 make: Make::Copy(q4),
@@ -364,7 +311,7 @@ pub fn export_mlx(bundle: &Path, out: &Path, force: bool) -> Result<MlxReport> {
                 let x = take(&mut by_name, &format!("{p}.{part}"))?;
                 model.push(Out {
                     name: x.name.clone(),
-                    dtype: "BF16",
+                    dtype: "BF16".into(),
                     shape: x.shape.clone(),
                     bytes: x.bytes().len(),
                     make: Make::Copy(x),
@@ -391,7 +338,7 @@ pub fn export_mlx(bundle: &Path, out: &Path, force: bool) -> Result<MlxReport> {
             }
             adapters.push(Out {
                 name: format!("{path}.lora_a"),
-                dtype: dtype_name(a.dtype),
+                dtype: a.dtype.to_safetensors().to_string(),
                 shape: vec![cols, r],
                 bytes: a.bytes().len(),
                 make: Make::Transpose {
@@ -402,7 +349,7 @@ pub fn export_mlx(bundle: &Path, out: &Path, force: bool) -> Result<MlxReport> {
             });
             adapters.push(Out {
                 name: format!("{path}.lora_b"),
-                dtype: dtype_name(b.dtype),
+                dtype: b.dtype.to_safetensors().to_string(),
                 shape: vec![r, rows],
                 bytes: b.bytes().len(),
                 make: Make::Transpose {
@@ -416,7 +363,7 @@ pub fn export_mlx(bundle: &Path, out: &Path, force: bool) -> Result<MlxReport> {
             let x = take(&mut by_name, &t.name)?;
             model.push(Out {
                 name: x.name.clone(),
-                dtype: dtype_name(x.dtype),
+                dtype: x.dtype.to_safetensors().to_string(),
                 shape: x.shape.clone(),
                 bytes: x.bytes().len(),
                 make: Make::Copy(x),
@@ -625,6 +572,7 @@ pub fn mlx_dequantize(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clef_model::tensor::Dtype;
 
     #[test]
     fn module_paths_follow_mlx_lm_sanitize() {

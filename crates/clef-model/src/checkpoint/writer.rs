@@ -48,7 +48,16 @@ impl<W: Write> Write for Counting<'_, W> {
     }
 }
 
-fn header_json(specs: &[TensorSpec], metadata: &BTreeMap<String, String>) -> String {
+/// One tensor of a file to write, by safetensors dtype name, for dtypes this crate does not
+/// load itself (MLX's packed `U32` words).
+pub struct RawSpec<'a> {
+    pub name: &'a str,
+    pub dtype: &'a str,
+    pub shape: &'a [usize],
+    pub nbytes: usize,
+}
+
+fn header_json(specs: &[RawSpec], metadata: &BTreeMap<String, String>) -> String {
     let mut obj = serde_json::Map::new();
     if !metadata.is_empty() {
         let m: serde_json::Map<String, serde_json::Value> = metadata
@@ -59,11 +68,11 @@ fn header_json(specs: &[TensorSpec], metadata: &BTreeMap<String, String>) -> Str
     }
     let mut offset = 0usize;
     for s in specs {
-        let end = offset + s.nbytes();
+        let end = offset + s.nbytes;
         obj.insert(
-            s.name.clone(),
+            s.name.to_string(),
             serde_json::json!({
-                "dtype": s.dtype.to_safetensors().to_string(),
+                "dtype": s.dtype,
                 "shape": s.shape,
                 "data_offsets": [offset, end],
             }),
@@ -84,6 +93,33 @@ pub fn write_safetensors<F>(
     path: &Path,
     specs: &[TensorSpec],
     metadata: &BTreeMap<String, String>,
+    fill: F,
+) -> Result<u64>
+where
+    F: FnMut(usize, &mut dyn Write) -> std::io::Result<()>,
+{
+    let names: Vec<String> = specs
+        .iter()
+        .map(|s| s.dtype.to_safetensors().to_string())
+        .collect();
+    let raw: Vec<RawSpec> = specs
+        .iter()
+        .zip(&names)
+        .map(|(s, dtype)| RawSpec {
+            name: &s.name,
+            dtype,
+            shape: &s.shape,
+            nbytes: s.nbytes(),
+        })
+        .collect();
+    write_safetensors_raw(path, &raw, metadata, fill)
+}
+
+/// [`write_safetensors`] with dtypes given by name.
+pub fn write_safetensors_raw<F>(
+    path: &Path,
+    specs: &[RawSpec],
+    metadata: &BTreeMap<String, String>,
     mut fill: F,
 ) -> Result<u64>
 where
@@ -103,15 +139,13 @@ where
             written: 0,
         };
         fill(i, &mut counting).map_err(io)?;
-        if counting.written != spec.nbytes() {
+        if counting.written != spec.nbytes {
             return Err(ModelError::Input(format!(
                 "writer produced {} bytes for tensor `{}`, expected {}",
-                counting.written,
-                spec.name,
-                spec.nbytes()
+                counting.written, spec.name, spec.nbytes
             )));
         }
-        total += spec.nbytes() as u64;
+        total += spec.nbytes as u64;
     }
     out.flush().map_err(io)?;
     out.into_inner()

@@ -486,6 +486,19 @@ mod tests {
             self.linear(down, true, self.w, &h)
         }
 
+        /// Pre-norm feed-forward with its residual, row by row: `v + ff(ln(v))`.
+        fn residual_ff(
+            &self,
+            norm: &str,
+            (up, down): (&str, &str),
+            f: usize,
+            rows: &[Vec<f64>],
+        ) -> Vec<Vec<f64>> {
+            rows.iter()
+                .map(|v| add64(v, &self.ff(up, down, f, &self.ln(norm, v))))
+                .collect()
+        }
+
         fn mha(&self, p: &str, queries: &[Vec<f64>], keys: &[Vec<f64>]) -> Vec<Vec<f64>> {
             let w = self.w;
             let d = w / self.heads;
@@ -588,21 +601,12 @@ mod tests {
                 .collect();
             let att = r.mha(&format!("{p}.attention"), &zq, &mn);
             z = z.iter().zip(&att).map(|(a, b)| add64(a, b)).collect();
-            z = z
-                .iter()
-                .map(|v| {
-                    let n = r.ln(&format!("{p}.feedforward_norm"), v);
-                    add64(
-                        v,
-                        &r.ff(
-                            &format!("{p}.feedforward.0"),
-                            &format!("{p}.feedforward.3"),
-                            f,
-                            &n,
-                        ),
-                    )
-                })
-                .collect();
+            z = r.residual_ff(
+                &format!("{p}.feedforward_norm"),
+                (&format!("{p}.feedforward.0"), &format!("{p}.feedforward.3")),
+                f,
+                &z,
+            );
         }
         let te = r.t("type_embedding.weight");
         let gp = r.linear("global_projection", false, w, &g);
@@ -648,16 +652,12 @@ mod tests {
                 .collect();
             let ca = r.mha(&format!("{p}.multihead_attn"), &n2, &mem);
             fields = fields.iter().zip(&ca).map(|(a, b)| add64(a, b)).collect();
-            fields = fields
-                .iter()
-                .map(|v| {
-                    let n = r.ln(&format!("{p}.norm3"), v);
-                    add64(
-                        v,
-                        &r.ff(&format!("{p}.linear1"), &format!("{p}.linear2"), f, &n),
-                    )
-                })
-                .collect();
+            fields = r.residual_ff(
+                &format!("{p}.norm3"),
+                (&format!("{p}.linear1"), &format!("{p}.linear2")),
+                f,
+                &fields,
+            );
         }
         let ln100 = 100f64.ln();
         let prior_scale = r.t("prior_logit_scale")[0].min(ln100).exp();
