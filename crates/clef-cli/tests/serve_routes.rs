@@ -249,7 +249,7 @@ fn bundle_revision_comes_from_the_manifest() {
     };
     let manifest = clef_model::bundle::Manifest::describe(
         dir.path(),
-        "f16",
+        clef_formats::BundleFormat::F16,
         Some("tiny-a".into()),
         Some(source),
         serde_json::Value::Null,

@@ -4,7 +4,7 @@
 //!
 //! `cargo run --release -p clef-convert --example lut6_speed -- [reps] [threads]`
 
-use clef_kernels::formats::lut6::{packed_len, Lut6View};
+use clef_kernels::formats::lut6::{packed_bytes, Lut6View};
 use clef_kernels::{matmul_panels, WeightData, WeightView};
 use std::time::Instant;
 
@@ -31,7 +31,7 @@ fn main() {
                     .to_le_bytes()
             })
             .collect();
-        let packed: Vec<u8> = (0..packed_len(rows * cols).unwrap())
+        let packed: Vec<u8> = (0..packed_bytes(rows * cols).unwrap())
             .map(|_| next() as u8)
             .collect();
         let tables: Vec<f32> = (0..rows / 16 * 64)

@@ -5,6 +5,7 @@
 use crate::error::{ConvertError, Result};
 use crate::progress::Progress;
 use crate::release::Release;
+use clef_formats::BundleFormat;
 use clef_model::bundle::BundleWriter;
 use clef_model::checkpoint::writer::{write_safetensors, TensorSpec};
 use clef_model::tensor::{Dtype, Tensor};
@@ -26,11 +27,16 @@ impl PlainFormat {
             PlainFormat::Bf16 => Dtype::Bf16,
         }
     }
-    pub fn name(self) -> &'static str {
+    /// The bundle format this writes.
+    pub fn bundle_format(self) -> BundleFormat {
         match self {
-            PlainFormat::F16 => "f16",
-            PlainFormat::Bf16 => "bf16",
+            PlainFormat::F16 => BundleFormat::F16,
+            PlainFormat::Bf16 => BundleFormat::Bf16,
         }
+    }
+
+    pub fn name(self) -> &'static str {
+        self.bundle_format().name()
     }
 }
 
@@ -107,7 +113,7 @@ pub fn convert_plain(
     progress.finish();
     release.copy_kept_files(&w, &format!("Converted from the release with clef.rs: backbone, vision and lm_head tensors re-stored as {}; everything else unchanged.\n", format.name()))?;
     w.finish(
-        format.name(),
+        format.bundle_format(),
         Some(release.model_name()),
         Some(release.source_info(revision)),
         serde_json::json!({"dtype": format.name()}),

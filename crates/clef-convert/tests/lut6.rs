@@ -3,18 +3,17 @@
 //! emulation with calibrated scales, the vision overflow refusal, verification of corrupted
 //! files, and an interrupted conversion.
 
+use clef_ane::mil::check_blob_references;
+use clef_ane::numerics::{Activations, DOWN_SCALE_LIMIT};
+use clef_ane::programs::ProgramsFile;
+use clef_ane::{StoredAs, TensorsFile, EMBEDDINGS, FORMAT, WEIGHT_BIN};
 use clef_api::Limits;
 use clef_convert::lut6::{calibrate::calibrate_down_scales, convert_lut6, Lut6Options};
-use clef_engine::{DecideOptions, Engine, EngineConfig};
-use clef_model::ane::mil::check_blob_references;
-use clef_model::ane::precision::{Activations, DOWN_SCALE_LIMIT};
-use clef_model::ane::programs::ProgramsFile;
-use clef_model::ane::{StoredAs, TensorsFile, EMBEDDINGS, FORMAT, WEIGHT_BIN};
+use clef_engine::{load_model, DecideOptions, Engine, EngineConfig};
 use clef_model::bundle::{FileProblem, Manifest};
 use clef_model::checkpoint::safetensors_file;
 use clef_model::checkpoint::writer::{write_safetensors, TensorSpec};
 use clef_model::tensor::Dtype;
-use clef_model::Model;
 use clef_quant::coreml::blob::{BlobFile, MilDType};
 use clef_quant::lut6::{palettize_matrix_with, unpack6, ClusterMode};
 use half::{bf16, f16};
@@ -56,7 +55,7 @@ fn engine(dir: &Path, activations: Activations) -> Engine {
         limits: Limits::reference(),
         ..Default::default()
     };
-    cfg.run.activations = activations;
+    cfg.run.numerics = activations.numerics(dir).unwrap();
     Engine::load(dir, cfg).unwrap()
 }
 
@@ -81,7 +80,7 @@ fn tiny_bundle_layout_blobs_and_programs() {
 
     // manifest: format, recipe, every tensor's storage, hashes
     let m = Manifest::load(&dest).unwrap().unwrap();
-    assert_eq!((m.format.as_str(), m.format_version), (FORMAT, 1));
+    assert_eq!((m.format.as_str(), m.format_version), (FORMAT.name(), 1));
     assert_eq!(m.recipe["lut_threshold"], 1024);
     assert_eq!(m.recipe["clustering"], "lloyd");
     assert_eq!(m.recipe["config"]["text_config"]["hidden_size"], 64);
@@ -357,8 +356,12 @@ fn nano_calibrated_scales_follow_the_rule_and_fp16_answers() {
     let programs = ProgramsFile::load(&dest).unwrap();
     assert_eq!(programs.down_scales, c.scales);
     assert!(programs.down_scale_source.starts_with("calibration"));
-    let loaded = Model::load(&dest).unwrap();
-    assert_eq!(loaded.down_scales, c.scales);
+    let loaded = clef_ane::load_model(&dest).unwrap();
+    assert_eq!(loaded.format, Some(FORMAT));
+    assert_eq!(
+        clef_ane::Fp16::for_model(&dest).unwrap().down_scales,
+        c.scales
+    );
     let e = engine(&dest, Activations::Fp16);
     let bodies = golden_requests("nano", &["n00000_routing", "n00001_sentiment"]).into_iter();
     for body in bodies {
@@ -407,7 +410,7 @@ fn overwrite_needs_force_and_exact_dp_is_recorded() {
     let plain = root.path().join("c");
     let r = convert_lut6(&model("tiny-a"), &plain, &opts(1_048_576)).unwrap();
     assert_eq!(r.lut.tensors, 0);
-    Model::load(&plain).unwrap();
+    load_model(&plain).unwrap();
 }
 
 #[test]
@@ -434,7 +437,7 @@ fn every_corrupted_file_is_named_and_resized_files_are_refused_at_load() {
         let mut longer = orig.clone();
         longer.push(0);
         std::fs::write(&p, &longer).unwrap();
-        let err = Model::load(&dest)
+        let err = load_model(&dest)
             .err()
             .expect("a resized file is refused")
             .to_string();
@@ -442,7 +445,7 @@ fn every_corrupted_file_is_named_and_resized_files_are_refused_at_load() {
         std::fs::write(&p, &orig).unwrap();
     }
     assert!(m.check(&dest, true).is_empty());
-    Model::load(&dest).unwrap();
+    load_model(&dest).unwrap();
 }
 
 #[test]
@@ -490,7 +493,10 @@ fn vision_fp16_overflow_is_refused_with_422() {
 
     let fp16 = engine(&dest, Activations::Fp16);
     let req = fp16.parse(image.as_bytes()).unwrap();
-    let err = fp16.decide(&req, &DecideOptions::default()).unwrap_err();
+    let err = match fp16.decide(&req, &DecideOptions::default()) {
+        Err(clef_engine::EngineError::Refused(e)) => e,
+        other => panic!("expected a refusal, got {:?}", other.map(|d| d.logits)),
+    };
     assert_eq!((err.status, err.code), (422, 5012));
     assert!(
         err.message.contains("FP16 overflow in the vision encoder"),
@@ -555,7 +561,7 @@ fn interrupted_conversion_leaves_no_bundle() {
     child.wait().unwrap();
     // killed mid-way: nothing at the destination, and what was written does not load
     assert!(!dest.exists());
-    assert!(Model::load(&dest).is_err());
+    assert!(load_model(&dest).is_err());
     let partial: Vec<PathBuf> = std::fs::read_dir(root.path())
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -568,8 +574,8 @@ fn interrupted_conversion_leaves_no_bundle() {
         .to_string_lossy()
         .starts_with(".bundle.partial-"));
     assert!(!partial[0].join("manifest.json").exists());
-    assert!(Model::load(&partial[0]).is_err());
+    assert!(load_model(&partial[0]).is_err());
     // a new conversion to the same destination needs no --force and succeeds
     convert_lut6(&model("tiny-a"), &dest, &opts(1024)).unwrap();
-    Model::load(&dest).unwrap();
+    load_model(&dest).unwrap();
 }

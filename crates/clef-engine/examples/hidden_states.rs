@@ -32,7 +32,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         truncation: Truncation::State,
         ..Default::default()
     };
-    let (encoded, hidden) = engine.hidden_states(&req, &opts).map_err(|e| e.message)?;
+    let (encoded, hidden) = engine
+        .hidden_states(&req, &opts)
+        .map_err(|e| e.to_string())?;
     let media =
         prepare_media(&req, &engine.processor, &engine.config.media).map_err(|e| e.message)?;
     let pixels: Vec<&Vec<f32>> = media.inputs.iter().map(|i| &i.pixel_rows).collect();

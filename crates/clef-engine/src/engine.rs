@@ -1,10 +1,13 @@
 //! The decision engine: a loaded model plus its tokenizer and processor settings, answering
-//! validated System One requests. Every failure is an `ApiError` with the status and code of
-//! api.md §7, so the CLI, the server and the evaluator report it the same way.
+//! validated System One requests. Every failure is an [`EngineError`]: cancelled, refused (with
+//! the wire error of api.md §7) or internal; the server and the CLI map it to a status and code
+//! the same way.
 
+use crate::error::EngineError;
 use crate::media::{prepare_media, PreparedMedia};
 use clef_api::{ApiError, Limits, Request};
 use clef_encode::{EncodeOptions, Encoded, Encoder, MediaKind, Truncation};
+use clef_formats::BundleFormat;
 use clef_media::{MediaLimits, ProcessorConfig};
 use clef_model::vision::{VisionGrid, VisionItem};
 use clef_model::{
@@ -117,25 +120,24 @@ pub fn softmax_f32(logits: &[f32]) -> Vec<f32> {
     e.iter().map(|v| (v / s) as f32).collect()
 }
 
-/// Map an engine failure to the wire error: cancellation is the caller's deadline (408); any
-/// other failure past validation is an internal error (500, "Clef inference failed").
-pub fn model_error(e: ModelError) -> ApiError {
-    match e {
-        ModelError::Cancelled => ApiError::deadline(),
-        // FP16 emulation of the ANE vision programs: refused, never answered (formats.md §2.9)
-        ModelError::Fp16Overflow(_) => ApiError::invalid(e.to_string()),
-        other => ApiError::internal(other.to_string()),
+/// Loads any model folder clef.rs reads: a release, or a bundle by its manifest's format (a
+/// LUT-6 bundle's text weights through `clef-ane`, the others as safetensors).
+pub fn load_model(dir: &Path) -> Result<Model, ModelError> {
+    match clef_model::bundle::bundle_format(dir) {
+        Ok(Some(BundleFormat::Lut6)) => clef_ane::load_model(dir),
+        // a release, another format, or a manifest that `Model::load` refuses by name
+        _ => Model::load(dir),
     }
 }
 
 impl Engine {
     pub fn load(dir: &Path, mut config: EngineConfig) -> Result<Engine, LoadError> {
-        let model = Model::load(dir)?;
-        if config.model_image_cap && model.format.as_deref() == Some(clef_model::ane::FORMAT) {
+        let model = load_model(dir)?;
+        if config.model_image_cap && model.format == Some(clef_ane::FORMAT) {
             config.media.max_image_pixels = config
                 .media
                 .max_image_pixels
-                .min(clef_model::ane::MAX_IMAGE_PIXELS);
+                .min(clef_ane::MAX_IMAGE_PIXELS);
         }
         let encoder = Encoder::from_path(dir).map_err(|e| LoadError::Tokenizer(e.to_string()))?;
         let pc = dir.join("processor_config.json");
@@ -168,7 +170,11 @@ impl Engine {
     }
 
     /// Everything before the backbone: media, encoding, the vision tower, positions.
-    pub fn prepare(&self, req: &Request, opts: &DecideOptions) -> Result<PreparedPrompt, ApiError> {
+    pub fn prepare(
+        &self,
+        req: &Request,
+        opts: &DecideOptions,
+    ) -> Result<PreparedPrompt, EngineError> {
         let (media, encoded, media_s, encode_s) = self.media_and_encoding(req, opts)?;
         let t2 = Instant::now();
         let (media_rows, positions) = self.place_media(&encoded, &media)?;
@@ -189,7 +195,7 @@ impl Engine {
         &self,
         req: &Request,
         opts: &DecideOptions,
-    ) -> Result<(Encoded, Positions), ApiError> {
+    ) -> Result<(Encoded, Positions), EngineError> {
         let (media, encoded, _, _) = self.media_and_encoding(req, opts)?;
         let positions = self.media_positions(&encoded, &media)?;
         Ok((encoded, positions))
@@ -201,13 +207,13 @@ impl Engine {
         &self,
         req: &Request,
         opts: &DecideOptions,
-    ) -> Result<(PreparedMedia, Encoded, f64, f64), ApiError> {
+    ) -> Result<(PreparedMedia, Encoded, f64, f64), EngineError> {
         let t0 = Instant::now();
         let has_media = !req.images.is_empty() || !req.videos.is_empty();
         if has_media && !self.supports_vision() {
-            return Err(ApiError::invalid(
+            return Err(EngineError::Refused(ApiError::invalid(
                 "this model has no vision tower; images and videos are not supported".to_string(),
-            ));
+            )));
         }
         let media = if has_media {
             prepare_media(req, &self.processor, &self.config.media)?
@@ -237,7 +243,7 @@ impl Engine {
 
     /// Answer one validated request: media, encoding, the vision tower, the backbone and
     /// the head.
-    pub fn decide(&self, req: &Request, opts: &DecideOptions) -> Result<Decision, ApiError> {
+    pub fn decide(&self, req: &Request, opts: &DecideOptions) -> Result<Decision, EngineError> {
         let p = self.prepare(req, opts)?;
         let prompt = Prompt {
             ids: &p.encoded.input_ids,
@@ -248,9 +254,9 @@ impl Engine {
         let (logits, timings) = self
             .model
             .score(&prompt, &self.config.run, opts.cancelled)
-            .map_err(model_error)?;
+            .map_err(EngineError::from)?;
         if logits.len() != p.encoded.questions.len() {
-            return Err(ApiError::internal(format!(
+            return Err(EngineError::internal(format!(
                 "{} logit rows for {} questions",
                 logits.len(),
                 p.encoded.questions.len()
@@ -274,7 +280,7 @@ impl Engine {
         &self,
         req: &Request,
         opts: &DecideOptions,
-    ) -> Result<(Encoded, Vec<f32>), ApiError> {
+    ) -> Result<(Encoded, Vec<f32>), EngineError> {
         let p = self.prepare(req, opts)?;
         let prompt = Prompt {
             ids: &p.encoded.input_ids,
@@ -285,7 +291,7 @@ impl Engine {
         let rows = self
             .model
             .hidden_states(&prompt, &self.config.run)
-            .map_err(model_error)?;
+            .map_err(EngineError::from)?;
         Ok((p.encoded, rows))
     }
 
@@ -294,9 +300,9 @@ impl Engine {
         &self,
         encoded: &Encoded,
         media: &PreparedMedia,
-    ) -> Result<Vec<SlotItem>, ApiError> {
+    ) -> Result<Vec<SlotItem>, EngineError> {
         let Some(tower) = &self.model.vision else {
-            return Err(ApiError::internal(
+            return Err(EngineError::internal(
                 "media prepared for a model without a vision tower",
             ));
         };
@@ -309,13 +315,13 @@ impl Engine {
                 MediaKind::Video => n_images + slot.item,
             };
             let Some(input) = media.inputs.get(item) else {
-                return Err(ApiError::internal(format!(
+                return Err(EngineError::internal(format!(
                     "media slot for missing item {item}"
                 )));
             };
             let per_group = input.grid.h * input.grid.w / (merge * merge);
             if slot.len != per_group {
-                return Err(ApiError::internal(format!(
+                return Err(EngineError::internal(format!(
                     "media slot of {} tokens for a group of {per_group}",
                     slot.len
                 )));
@@ -336,7 +342,7 @@ impl Engine {
         &self,
         encoded: &Encoded,
         media: &PreparedMedia,
-    ) -> Result<Positions, ApiError> {
+    ) -> Result<Positions, EngineError> {
         let len = encoded.input_ids.len();
         if media.is_empty() {
             return Ok(Positions::text(len));
@@ -350,13 +356,13 @@ impl Engine {
         &self,
         encoded: &Encoded,
         media: &PreparedMedia,
-    ) -> Result<(Vec<MediaRows>, Positions), ApiError> {
+    ) -> Result<(Vec<MediaRows>, Positions), EngineError> {
         let len = encoded.input_ids.len();
         if media.is_empty() {
             return Ok((vec![], Positions::text(len)));
         }
         let Some(tower) = &self.model.vision else {
-            return Err(ApiError::internal(
+            return Err(EngineError::internal(
                 "media prepared for a model without a vision tower",
             ));
         };
@@ -373,14 +379,14 @@ impl Engine {
                 },
             })
             .collect();
-        // in FP16 mode the vision tower also runs with FP16 activations, as on the ANE
-        let precision = clef_model::ane::Precision {
-            activations: self.config.run.activations,
-            ..Default::default()
-        };
+        // the vision tower runs with the run's numerics (FP16 emulation: as on the ANE)
         let outputs = tower
-            .forward_with(&items, self.config.slab_rows, &precision)
-            .map_err(model_error)?;
+            .forward_with(
+                &items,
+                self.config.slab_rows,
+                self.config.run.numerics.as_ref(),
+            )
+            .map_err(EngineError::from)?;
         let hidden = self.model.hidden();
         let mut rows = Vec::with_capacity(slots.len());
         for s in &slots {
@@ -389,7 +395,7 @@ impl Engine {
                 (s.group + 1) * s.per_group * hidden,
             );
             let Some(out) = outputs.get(s.item).and_then(|o| o.get(a..b)) else {
-                return Err(ApiError::internal(format!(
+                return Err(EngineError::internal(format!(
                     "no vision rows for group {} of item {}",
                     s.group, s.item
                 )));
@@ -413,12 +419,12 @@ struct SlotItem {
 }
 
 /// The 3-D rotary positions of a prompt of `len` ids with these media slots.
-fn slot_positions(len: usize, slots: &[SlotItem]) -> Result<Positions, ApiError> {
+fn slot_positions(len: usize, slots: &[SlotItem]) -> Result<Positions, EngineError> {
     let groups: Vec<(usize, usize, usize)> = slots
         .iter()
         .map(|s| (s.start, s.merged.0, s.merged.1))
         .collect();
-    Positions::with_media(len, &groups).map_err(ApiError::internal)
+    Positions::with_media(len, &groups).map_err(EngineError::Internal)
 }
 
 /// The head's view of an encoded prompt.

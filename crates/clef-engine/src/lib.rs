@@ -3,11 +3,13 @@
 
 mod agreement;
 pub mod engine;
+pub mod error;
 pub mod media;
 pub mod raw;
 
 pub use engine::{
-    model_error, schema_layout, softmax_f32, DecideOptions, Decision, Engine, EngineConfig,
+    load_model, schema_layout, softmax_f32, DecideOptions, Decision, Engine, EngineConfig,
     LoadError, PreparedPrompt,
 };
+pub use error::EngineError;
 pub use media::{prepare_media, PreparedMedia};

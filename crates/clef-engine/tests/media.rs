@@ -35,7 +35,12 @@ fn request(media: &str) -> String {
 
 fn decide(e: &Engine, body: &str) -> Result<clef_engine::Decision, ApiError> {
     let req = e.parse(body.as_bytes())?;
+    // media problems are refusals (with their status and code), never internal failures
     e.decide(&req, &DecideOptions::default())
+        .map_err(|e| match e {
+            clef_engine::EngineError::Refused(a) => a,
+            other => panic!("not a refusal: {other:?}"),
+        })
 }
 
 /// A 3-second 64×64 clip at 10 fps whose brightness changes every frame.

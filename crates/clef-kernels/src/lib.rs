@@ -14,8 +14,10 @@
 mod activation;
 mod attention;
 mod bulk;
+mod conv;
 mod decode;
 mod deltanet;
+mod elementwise;
 mod error;
 pub mod formats;
 mod gemm;
@@ -35,8 +37,13 @@ pub use attention::{
 pub use bulk::{
     gelu_erf_in_place, gelu_tanh_in_place, sigmoid_in_place, silu_in_place, swiglu_in_place,
 };
+pub use conv::{causal_conv1d, causal_conv1d_with_isa};
 pub use deltanet::{
     gated_delta_rule, gated_delta_rule_recurrent, gated_delta_rule_with_isa, DeltaNetDims, CHUNK,
+};
+pub use elementwise::{
+    add_in_place, add_in_place_with_isa, deltanet_gates, mul_sigmoid_in_place, scale_in_place,
+    unscale_in_place,
 };
 pub use error::KernelError;
 pub use isa::Isa;

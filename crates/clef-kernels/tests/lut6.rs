@@ -2,24 +2,11 @@
 //! f32 matrix (the result must be bit-identical on every ISA, since decoding is exact and the
 //! multiplication is the same), and against the scalar reference product.
 
-use clef_kernels::formats::lut6::{packed_len, widen_f16_tables, Lut6View, GROUP_ROWS};
+use clef_kernels::formats::lut6::{widen_f16_tables, Lut6View, GROUP_ROWS};
 use clef_kernels::{matmul_panels, matmul_scalar, matmul_with_isa, Isa, WeightView};
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-
-/// Packs indices LSB first, 6 bits each (formats.md §2.3), bit by bit.
-fn pack(indices: &[u8]) -> Vec<u8> {
-    let mut out = vec![0u8; packed_len(indices.len()).unwrap()];
-    for (k, &i) in indices.iter().enumerate() {
-        for b in 0..6 {
-            if i >> b & 1 == 1 {
-                out[(6 * k + b) / 8] |= 1 << ((6 * k + b) % 8);
-            }
-        }
-    }
-    out
-}
 
 struct Case {
     rows: usize,
@@ -45,7 +32,7 @@ fn case(groups: usize, cols: usize, m: usize, seed: u64) -> Case {
     Case {
         rows,
         cols,
-        packed: pack(&idx),
+        packed: clef_formats::lut6::pack6(&idx).unwrap(),
         tables: widen_f16_tables(&f16_bytes),
         x: (0..m * cols)
             .map(|_| rng.random_range(-1.0f32..1.0))

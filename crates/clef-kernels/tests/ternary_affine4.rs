@@ -19,40 +19,6 @@ fn bf16_bytes(rng: &mut StdRng, n: usize, lo: f32, hi: f32) -> Vec<u8> {
         .collect()
 }
 
-fn pack_trits(trits: &[i8], rows: usize, cols: usize) -> Vec<u8> {
-    let rb = ternary::row_bytes(cols);
-    let mut out = vec![0u8; rows * rb];
-    for r in 0..rows {
-        for j in 0..rb {
-            let mut c = 0u32;
-            let mut p = 1u32;
-            for i in 0..5 {
-                let col = 5 * j + i;
-                let d = if col < cols {
-                    trits[r * cols + col] + 1
-                } else {
-                    1
-                };
-                c += d as u32 * p;
-                p *= 3;
-            }
-            out[r * rb + j] = c as u8;
-        }
-    }
-    out
-}
-
-fn pack_nibbles(codes: &[u8], rows: usize, cols: usize) -> Vec<u8> {
-    let rb = affine4::row_bytes(cols);
-    let mut out = vec![0u8; rows * rb];
-    for r in 0..rows {
-        for c in 0..cols {
-            out[r * rb + c / 2] |= codes[r * cols + c] << (4 * (c % 2));
-        }
-    }
-    out
-}
-
 /// `w` through every ISA against its dense dequantized form (bit for bit), and through the
 /// dispatcher against the scalar product (summation order only).
 fn check<W: PanelDecode>(
@@ -97,7 +63,7 @@ proptest! {
     fn ternary_matmul_equals_dense_dequantized(rows in 1usize..40, cols in 1usize..900, m in 1usize..40, seed in any::<u64>()) {
         let mut rng = StdRng::seed_from_u64(seed);
         let trits: Vec<i8> = (0..rows * cols).map(|_| rng.random_range(-1i8..=1)).collect();
-        let packed = pack_trits(&trits, rows, cols);
+        let packed = clef_formats::ternary::pack_trits(&trits, rows, cols).unwrap();
         let scales = bf16_bytes(&mut rng, rows * ternary::row_groups(cols), 0.001, 0.2);
         let w = TernaryView::new(rows, cols, &packed, &scales).unwrap();
         let x: Vec<f32> = (0..m * cols).map(|_| rng.random_range(-1.0f32..1.0)).collect();
@@ -108,7 +74,7 @@ proptest! {
     fn affine4_matmul_equals_dense_dequantized(rows in 1usize..40, cols in 1usize..900, m in 1usize..40, seed in any::<u64>()) {
         let mut rng = StdRng::seed_from_u64(seed);
         let codes: Vec<u8> = (0..rows * cols).map(|_| rng.random_range(0u8..16)).collect();
-        let packed = pack_nibbles(&codes, rows, cols);
+        let packed = clef_formats::affine4::pack_nibbles(&codes, rows, cols).unwrap();
         let groups = rows * affine4::row_groups(cols);
         let scales = bf16_bytes(&mut rng, groups, 0.001, 0.05);
         let biases = bf16_bytes(&mut rng, groups, -0.4, 0.0);
@@ -126,7 +92,7 @@ fn single_rows_decode_like_the_matrix() {
     let codes: Vec<u8> = (0..rows * cols)
         .map(|_| rng.random_range(0u8..16))
         .collect();
-    let packed = pack_nibbles(&codes, rows, cols);
+    let packed = clef_formats::affine4::pack_nibbles(&codes, rows, cols).unwrap();
     let groups = rows * affine4::row_groups(cols);
     let scales = bf16_bytes(&mut rng, groups, 0.001, 0.05);
     let biases = bf16_bytes(&mut rng, groups, -0.4, 0.0);

@@ -27,9 +27,8 @@ pub struct FileEntry {
     pub sha256: String,
 }
 
-/// The bundle formats the loader understands, all at [`FORMAT_VERSION`].
-pub const KNOWN_FORMATS: &[&str] = &["bf16", "f16", "clef-lut6-v1", "clef-ternary-v1"];
-pub const FORMAT_VERSION: u32 = 1;
+use clef_formats::BundleFormat;
+pub use clef_formats::FORMAT_VERSION;
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Manifest {
@@ -105,6 +104,11 @@ pub fn sha256_file(path: &Path) -> std::io::Result<String> {
 }
 
 impl Manifest {
+    /// The format this manifest names, if this clef.rs reads it.
+    pub fn bundle_format(&self) -> Option<BundleFormat> {
+        BundleFormat::parse(&self.format, self.format_version).ok()
+    }
+
     /// The manifest of `dir`, or None when the folder is a plain release.
     pub fn load(dir: &Path) -> Result<Option<Manifest>> {
         let path = dir.join(MANIFEST);
@@ -165,7 +169,7 @@ impl Manifest {
     /// Describe every file of `dir` (except the manifest), hashing each.
     pub fn describe(
         dir: &Path,
-        format: &str,
+        format: BundleFormat,
         model: Option<String>,
         source: Option<SourceInfo>,
         recipe: serde_json::Value,
@@ -226,25 +230,25 @@ fn list_files(root: &Path, dir: &Path, out: &mut Vec<String>) {
     }
 }
 
-/// Check a bundle folder's sizes against its manifest (no-op for plain releases). Called by
-/// every load.
-pub fn check_sizes(dir: &Path) -> Result<Option<Manifest>> {
+/// Check a bundle folder's sizes against its manifest (no-op for plain releases) and return its
+/// format. Called by every load.
+pub fn check_sizes(dir: &Path) -> Result<Option<BundleFormat>> {
     let Some(m) = Manifest::load(dir)? else {
         return Ok(None);
     };
     // A bundle from a later format (or a later clef.rs) may store tensors this loader would
     // misread; refuse it by name rather than guess.
-    if !KNOWN_FORMATS.contains(&m.format.as_str()) || m.format_version != FORMAT_VERSION {
+    let Ok(format) = BundleFormat::parse(&m.format, m.format_version) else {
         return Err(ModelError::config(
             dir.join(MANIFEST),
             format!(
                 "bundle format `{}` version {} is not one this clef.rs reads (it reads {} at                  version {FORMAT_VERSION}); was it written by a newer clef.rs?",
                 m.format,
                 m.format_version,
-                KNOWN_FORMATS.join(", ")
+                BundleFormat::known_names()
             ),
         ));
-    }
+    };
     if let Some(p) = m.check(dir, false).into_iter().next() {
         return Err(ModelError::config(
             dir.join(MANIFEST),
@@ -254,7 +258,18 @@ pub fn check_sizes(dir: &Path) -> Result<Option<Manifest>> {
     for extra in m.unlisted(dir) {
         tracing::warn!(file = %extra, "file not listed in the bundle manifest; ignored");
     }
-    Ok(Some(m))
+    Ok(Some(format))
+}
+
+/// The format of the bundle in `dir` by its manifest, without checking its files; None for a
+/// release (no manifest). An unknown format is an error naming it.
+pub fn bundle_format(dir: &Path) -> Result<Option<BundleFormat>> {
+    let Some(m) = Manifest::load(dir)? else {
+        return Ok(None);
+    };
+    BundleFormat::parse(&m.format, m.format_version)
+        .map(Some)
+        .map_err(|e| ModelError::config(dir.join(MANIFEST), e.to_string()))
 }
 
 /// A bundle being written: a hidden temporary folder beside the destination, renamed into
@@ -317,7 +332,7 @@ impl BundleWriter {
     /// Write the manifest over everything written so far and move the bundle into place.
     pub fn finish(
         mut self,
-        format: &str,
+        format: BundleFormat,
         model: Option<String>,
         source: Option<SourceInfo>,
         recipe: serde_json::Value,
@@ -353,7 +368,9 @@ mod tests {
         std::fs::create_dir_all(w.dir().join("text")).unwrap();
         std::fs::write(w.dir().join("a.bin"), b"hello").unwrap();
         std::fs::write(w.dir().join("text/b.bin"), b"world!").unwrap();
-        let m = w.finish("bf16", None, None, serde_json::json!({})).unwrap();
+        let m = w
+            .finish(BundleFormat::Bf16, None, None, serde_json::json!({}))
+            .unwrap();
         assert_eq!(
             m.files.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(),
             vec!["a.bin", "text/b.bin"]
@@ -383,7 +400,7 @@ mod tests {
         let w = BundleWriter::create(&dest, false).unwrap();
         std::fs::write(w.dir().join("a.bin"), b"x").unwrap();
         let mut m = w
-            .finish("clef-ternary-v1", None, None, serde_json::json!({}))
+            .finish(BundleFormat::Ternary, None, None, serde_json::json!({}))
             .unwrap();
         assert!(check_sizes(&dest).is_ok());
         for (format, version) in [("clef-ternary-v2", 1), ("clef-ternary-v1", 2)] {

@@ -40,6 +40,14 @@ pub enum ModelError {
     },
     #[error("invalid input: {0}")]
     Input(String),
+    /// A weight the kernels cannot use as stored (lengths that do not match its shape, ...),
+    /// named.
+    #[error("{name}: {source}")]
+    Kernel {
+        name: String,
+        #[source]
+        source: clef_kernels::KernelError,
+    },
     #[error("inference produced a non-finite value in {0}")]
     NonFinite(String),
     /// FP16 activation emulation overflowed (formats.md §2.9: refused, never answered).
@@ -50,14 +58,22 @@ pub enum ModelError {
 }
 
 impl ModelError {
-    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    /// A kernel's refusal of the weight `name`.
+    pub fn kernel(name: &str, source: clef_kernels::KernelError) -> Self {
+        ModelError::Kernel {
+            name: name.to_string(),
+            source,
+        }
+    }
+
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         ModelError::Io {
             path: path.into(),
             source,
         }
     }
 
-    pub(crate) fn config(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
+    pub fn config(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
         ModelError::Config {
             path: path.into(),
             message: message.into(),

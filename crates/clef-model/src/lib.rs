@@ -1,7 +1,6 @@
 //! Clef model loading and inference: configuration, memory-mapped checkpoints, the Qwen3.5
 //! hybrid backbone with chunked prefill, and the joint schema head.
 
-pub mod ane;
 pub mod backbone;
 pub mod bench;
 pub mod bundle;
@@ -9,11 +8,13 @@ pub mod checkpoint;
 pub mod config;
 pub mod error;
 pub mod flops;
+pub mod forward;
 pub mod head;
 pub mod layout;
 pub mod linear;
 pub mod memory;
 pub mod model;
+pub mod numerics;
 pub mod rows;
 pub mod synth;
 pub mod tensor;
@@ -22,5 +23,7 @@ pub mod vision;
 pub use backbone::rope::Positions;
 pub use config::{HeadConfig, LayerKind, ModelConfig};
 pub use error::{ModelError, Result};
+pub use forward::{ForwardObserver, LinearId, LinearKind};
 pub use head::layout::{OptionLayout, QuestionLayout, SchemaLayout};
-pub use model::{MediaRows, Model, PrefillOrder, Prompt, RunOptions, Timings};
+pub use model::{MediaRows, Model, PrefillOrder, Prompt, RunOptions, Sequence, Timings};
+pub use numerics::{Exact, Numerics};

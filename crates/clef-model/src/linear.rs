@@ -1,14 +1,16 @@
 //! A linear layer `y = W x (+ b)` whose weight stays in its stored format. This is the seam
 //! where converted formats (LUT-6, ternary, 4-bit with low-rank adapters) plug in: the model
-//! code only ever calls `forward`, and `Linear::take` recognises a format by the tensor names
-//! a bundle stores for it.
+//! code only ever calls `forward`, and `Linear::take` picks the loader arm of the
+//! [`WeightLayout`] the folder's tensor names show (`clef_formats` names them).
 
 use crate::checkpoint::TensorSet;
 use crate::error::{ModelError, Result};
-use crate::tensor::Tensor;
+use crate::tensor::{Dtype, Tensor};
+use clef_formats::{dense_name, lut6, ternary, WeightLayout};
+use clef_kernels::formats::affine4::Affine4View;
 use clef_kernels::formats::lowrank::{LowRankF32, WithAdapter};
-use clef_kernels::formats::lut6::Lut6View;
-use clef_kernels::formats::{affine4, affine4::Affine4View, ternary, ternary::TernaryView};
+use clef_kernels::formats::lut6::{widen_f16_tables, Lut6View};
+use clef_kernels::formats::ternary::TernaryView;
 use clef_kernels::{matmul, matmul_panels, Isa, PanelDecode};
 use std::cell::RefCell;
 
@@ -18,11 +20,23 @@ pub enum LinearWeight {
     Dense(Tensor),
     /// LUT-6 (formats.md §2.3): the packed 6-bit indices (a window of the bundle's
     /// `weight.bin`) and one 64-entry table per 16 rows, widened from FP16 to f32 at load.
-    Lut6(Box<crate::ane::bundle::Lut6Weight>),
+    Lut6(Box<Lut6Weight>),
     /// clef-ternary-v1 ternary (formats.md §3.3), plus its CLoQ adapter.
     Ternary(Box<TernaryWeight>),
     /// clef-ternary-v1 4-bit affine (formats.md §3.4), plus its CLoQ adapter.
     Affine4(Box<Affine4Weight>),
+    /// Dropped for good ([`Linear::unload`]): running it is an error naming the weight.
+    Unloaded { name: String },
+}
+
+/// A LUT-6 linear weight as the runtime holds it.
+pub struct Lut6Weight {
+    /// The packed 6-bit index stream (U8), a window of `weight.bin`.
+    pub indices: Tensor,
+    /// `rows / 16` tables of 64 entries, widened from FP16.
+    pub tables: Vec<f32>,
+    pub rows: usize,
+    pub cols: usize,
 }
 
 /// `<p>.trits` (5 per byte) and `<p>.scales` (BF16 per 64 inputs), windows of the bundle's
@@ -74,7 +88,7 @@ impl LowRank {
             });
         }
         let kernel = LowRankF32::from_f32(rank, rows, cols, a.to_f32()?, &b.to_f32()?)
-            .map_err(|e| kernel_error(&a.name, e))?;
+            .map_err(|e| ModelError::kernel(&a.name, e))?;
         Ok(LowRank {
             rank,
             kernel,
@@ -84,7 +98,7 @@ impl LowRank {
 
     /// Takes `<prefix>.lora_a` and `<prefix>.lora_b` when the bundle has them (both or none).
     fn take(set: &mut TensorSet, prefix: &str, rows: usize, cols: usize) -> Result<Option<Self>> {
-        let (an, bn) = (format!("{prefix}.lora_a"), format!("{prefix}.lora_b"));
+        let (an, bn) = ternary::adapter_names(prefix);
         if !set.contains(&an) && !set.contains(&bn) {
             return Ok(None);
         }
@@ -101,7 +115,8 @@ impl LowRank {
     /// with it, so the adapter's second factor rides along in the quantized product (no extra
     /// pass over y).
     fn matmul_with<W: PanelDecode>(&self, w: &W, x: &[f32], m: usize, y: &mut [f32]) -> Result<()> {
-        let fused = WithAdapter::new(w, &self.kernel).map_err(|e| kernel_error(&self.name, e))?;
+        let fused =
+            WithAdapter::new(w, &self.kernel).map_err(|e| ModelError::kernel(&self.name, e))?;
         let (r, cols) = (self.rank, w.cols());
         let mut run = |ext: &mut Vec<f32>| {
             ext.resize(m * (cols + r), 0.0);
@@ -148,10 +163,6 @@ fn require_dtype(t: &Tensor, dtype: crate::tensor::Dtype) -> Result<()> {
     Ok(())
 }
 
-fn kernel_error(name: &str, e: clef_kernels::KernelError) -> ModelError {
-    ModelError::Input(format!("{name}: {e}"))
-}
-
 /// The ternary view of stored tensors (lengths checked by the kernel type).
 fn ternary_view<'a>(
     trits: &'a Tensor,
@@ -160,7 +171,7 @@ fn ternary_view<'a>(
     cols: usize,
 ) -> Result<TernaryView<'a>> {
     TernaryView::new(rows, cols, trits.bytes(), scales.bytes())
-        .map_err(|e| kernel_error(&trits.name, e))
+        .map_err(|e| ModelError::kernel(&trits.name, e))
 }
 
 fn affine4_view<'a>(
@@ -171,33 +182,7 @@ fn affine4_view<'a>(
     cols: usize,
 ) -> Result<Affine4View<'a>> {
     Affine4View::new(rows, cols, codes.bytes(), scales.bytes(), biases.bytes())
-        .map_err(|e| kernel_error(&codes.name, e))
-}
-
-/// Per-thread hook that sees the input rows of every linear layer run on this thread, with the
-/// name of the layer's first weight tensor: the calibration of a quantizing converter runs the
-/// backbone and accumulates each linear's input statistics through it (formats.md §6).
-pub type CaptureHook = Box<dyn FnMut(&str, &[f32], usize)>;
-
-thread_local! {
-    static CAPTURE: RefCell<Option<CaptureHook>> = const { RefCell::new(None) };
-}
-
-/// Installs `hook` for linear layers run on the current thread (`None` removes it) and returns
-/// the previous one. Without a hook, `Linear::forward` pays one thread-local check.
-pub fn set_capture_hook(hook: Option<CaptureHook>) -> Option<CaptureHook> {
-    CAPTURE.with(|c| std::mem::replace(&mut *c.borrow_mut(), hook))
-}
-
-fn capture(name: &str, x: &[f32], m: usize) {
-    CAPTURE.with(|c| {
-        // a hook that itself runs a linear layer is not re-entered
-        if let Ok(mut hook) = c.try_borrow_mut() {
-            if let Some(h) = hook.as_mut() {
-                h(name, x, m);
-            }
-        }
-    });
+        .map_err(|e| ModelError::kernel(&codes.name, e))
 }
 
 impl LinearWeight {
@@ -207,6 +192,7 @@ impl LinearWeight {
             LinearWeight::Lut6(w) => &w.indices.name,
             LinearWeight::Ternary(w) => &w.trits.name,
             LinearWeight::Affine4(w) => &w.codes.name,
+            LinearWeight::Unloaded { name } => name,
         }
     }
 
@@ -219,7 +205,7 @@ impl LinearWeight {
             }
             LinearWeight::Lut6(lw) => {
                 let w = Lut6View::new(lw.rows, lw.cols, lw.indices.bytes(), &lw.tables)
-                    .map_err(|e| ModelError::Input(format!("{}: {e}", lw.indices.name)))?;
+                    .map_err(|e| ModelError::kernel(&lw.indices.name, e))?;
                 matmul_panels(x, m, &w, y);
             }
             LinearWeight::Ternary(w) => {
@@ -229,6 +215,11 @@ impl LinearWeight {
             LinearWeight::Affine4(w) => {
                 let view = affine4_view(&w.codes, &w.scales, &w.biases, w.rows, w.cols)?;
                 matmul_adapted(&view, w.adapter.as_ref(), x, m, y)?;
+            }
+            LinearWeight::Unloaded { name } => {
+                return Err(ModelError::Input(format!(
+                    "{name}: the weight was unloaded and cannot run"
+                )))
             }
         }
         Ok(())
@@ -247,6 +238,7 @@ impl LinearWeight {
                 w.scales.release();
                 w.biases.release();
             }
+            LinearWeight::Unloaded { .. } => {}
         }
     }
 }
@@ -267,19 +259,33 @@ impl Linear {
         cols: usize,
         bias: bool,
     ) -> Result<Self> {
-        // A LUT-6 bundle's palettized weight, clef-ternary-v1 codes, or the dense tensor.
-        let weight = match crate::ane::bundle::take_lut6_weight(set, prefix, rows, cols)? {
-            Some(w) => w,
-            None => match Self::take_ternary_v1(set, prefix, rows, cols)? {
-                Some(w) => w,
-                None => {
-                    let w = set.take(&format!("{prefix}.weight"), &[rows, cols])?;
-                    // Fail at load time, not at the first request, if the dtype cannot be
-                    // used as a matrix.
-                    w.matrix()?;
-                    LinearWeight::Dense(w)
-                }
-            },
+        let has = |name: &str| set.contains(name);
+        let weight = match WeightLayout::of(prefix, has) {
+            WeightLayout::Dense => {
+                let w = set.take(&dense_name(prefix), &[rows, cols])?;
+                // Fail at load time, not at the first request, if the dtype cannot be used as
+                // a matrix.
+                w.matrix()?;
+                LinearWeight::Dense(w)
+            }
+            WeightLayout::Lut6 => Self::take_lut6(set, prefix, rows, cols)?,
+            WeightLayout::Ternary => {
+                let trits = set.take(
+                    &ternary::trits_name(prefix),
+                    &[rows, ternary::row_bytes(cols)],
+                )?;
+                let scales = set.take(
+                    &ternary::scales_name(prefix),
+                    &[rows, ternary::row_groups(cols)],
+                )?;
+                let adapter = LowRank::take(set, prefix, rows, cols)?;
+                Self::ternary(trits, scales, adapter, rows, cols)?.weight
+            }
+            WeightLayout::Affine4 => {
+                let (codes, scales, biases) = crate::rows::take_affine4(set, prefix, rows, cols)?;
+                let adapter = LowRank::take(set, prefix, rows, cols)?;
+                Self::affine4(codes, scales, biases, adapter, rows, cols)?.weight
+            }
         };
         let bias = if bias {
             Some(set.take(&format!("{prefix}.bias"), &[rows])?.to_f32()?)
@@ -294,32 +300,46 @@ impl Linear {
         })
     }
 
-    /// clef-ternary-v1 tensors of `prefix` (formats.md §3.6), when the bundle stores them.
-    fn take_ternary_v1(
+    /// The LUT-6 weight of linear `prefix` (`[rows, cols]`): `<prefix>.lut6.indices` and
+    /// `<prefix>.lut6.lut`, checked and taken.
+    fn take_lut6(
         set: &mut TensorSet,
         prefix: &str,
         rows: usize,
         cols: usize,
-    ) -> Result<Option<LinearWeight>> {
-        let groups = ternary::row_groups(cols);
-        let weight = if set.contains(&format!("{prefix}.trits")) {
-            let trits = set.take(
-                &format!("{prefix}.trits"),
-                &[rows, ternary::row_bytes(cols)],
-            )?;
-            let scales = set.take(&format!("{prefix}.scales"), &[rows, groups])?;
-            let adapter = LowRank::take(set, prefix, rows, cols)?;
-            Self::ternary(trits, scales, adapter, rows, cols)?.weight
-        } else if set.contains(&format!("{prefix}.q4")) {
-            let codes = set.take(&format!("{prefix}.q4"), &[rows, affine4::row_bytes(cols)])?;
-            let scales = set.take(&format!("{prefix}.scales"), &[rows, groups])?;
-            let biases = set.take(&format!("{prefix}.biases"), &[rows, groups])?;
-            let adapter = LowRank::take(set, prefix, rows, cols)?;
-            Self::affine4(codes, scales, biases, adapter, rows, cols)?.weight
-        } else {
-            return Ok(None);
-        };
-        Ok(Some(weight))
+    ) -> Result<LinearWeight> {
+        let iname = lut6::indices_name(prefix);
+        let bytes = rows
+            .checked_mul(cols)
+            .and_then(lut6::packed_bytes)
+            .ok_or_else(|| {
+                ModelError::Input(format!("{prefix}: shape {rows} × {cols} overflows"))
+            })?;
+        if !rows.is_multiple_of(lut6::GROUP_ROWS) {
+            return Err(ModelError::TensorShape {
+                name: iname,
+                found: vec![rows, cols],
+                expected: vec![rows.next_multiple_of(lut6::GROUP_ROWS), cols],
+            });
+        }
+        let indices = set.take(&iname, &[bytes])?;
+        let lut = set.take(
+            &lut6::table_name(prefix),
+            &[rows / lut6::GROUP_ROWS, lut6::TABLE_LEN],
+        )?;
+        if lut.dtype != Dtype::F16 || indices.dtype != Dtype::U8 {
+            return Err(ModelError::TensorDtype {
+                name: lut.name.clone(),
+                dtype: format!("{} / {}", indices.dtype.name(), lut.dtype.name()),
+            });
+        }
+        let tables = widen_f16_tables(lut.bytes());
+        Ok(LinearWeight::Lut6(Box::new(Lut6Weight {
+            indices,
+            tables,
+            rows,
+            cols,
+        })))
     }
 
     /// A ternary layer (no bias) from its tensors: U8 `trits` `[rows, ⌈cols/5⌉]`, BF16 `scales`
@@ -331,14 +351,15 @@ impl Linear {
         rows: usize,
         cols: usize,
     ) -> Result<Self> {
-        require_dtype(&trits, crate::tensor::Dtype::U8)?;
-        require_dtype(&scales, crate::tensor::Dtype::Bf16)?;
+        require_dtype(&trits, Dtype::U8)?;
+        require_dtype(&scales, Dtype::Bf16)?;
         let view = ternary_view(&trits, &scales, rows, cols)?;
         if let Some(at) = view.first_invalid_byte() {
             return Err(ModelError::Input(format!(
-                "{}: byte {at} is {}, not a 5-trit code (0..=242)",
+                "{}: byte {at} is {}, not a 5-trit code (0..={})",
                 trits.name,
-                trits.bytes()[at]
+                trits.bytes()[at],
+                ternary::MAX_BYTE
             )));
         }
         Ok(Linear {
@@ -365,9 +386,9 @@ impl Linear {
         rows: usize,
         cols: usize,
     ) -> Result<Self> {
-        require_dtype(&codes, crate::tensor::Dtype::U8)?;
-        require_dtype(&scales, crate::tensor::Dtype::Bf16)?;
-        require_dtype(&biases, crate::tensor::Dtype::Bf16)?;
+        require_dtype(&codes, Dtype::U8)?;
+        require_dtype(&scales, Dtype::Bf16)?;
+        require_dtype(&biases, Dtype::Bf16)?;
         affine4_view(&codes, &scales, &biases, rows, cols)?;
         Ok(Linear {
             weight: LinearWeight::Affine4(Box::new(Affine4Weight {
@@ -425,7 +446,6 @@ impl Linear {
                 self.weight.name()
             )));
         }
-        capture(self.weight.name(), &x[..m * self.cols], m);
         self.weight
             .matmul(&x[..m * self.cols], m, &mut y[..m * self.rows])?;
         if let Some(b) = &self.bias {
@@ -447,5 +467,13 @@ impl Linear {
 
     pub fn release(&self) {
         self.weight.release();
+    }
+
+    /// Drops the weight for good (what it holds in memory, and its mapped pages); the layer
+    /// keeps its shape and name, and running it is an error.
+    pub fn unload(&mut self) {
+        self.weight.release();
+        let name = self.weight.name().to_string();
+        self.weight = LinearWeight::Unloaded { name };
     }
 }

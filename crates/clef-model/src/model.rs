@@ -1,20 +1,27 @@
 //! A loaded Clef model: backbone, joint schema head and the `lm_head` rows the head gathers.
 //! `score` runs one prompt from token ids (plus optional media rows) to option logits.
 
-use crate::ane::precision::{Activations, Precision};
 use crate::backbone::rope::Positions;
-use crate::backbone::state::Scratch;
-use crate::backbone::Backbone;
+use crate::backbone::scratch::Scratch;
+use crate::backbone::{chunks, Backbone};
 use crate::checkpoint::{self, TensorSet};
 use crate::config::{HeadConfig, ModelConfig};
 use crate::error::{ModelError, Result};
+use crate::forward::{ForwardObserver, Pass};
 use crate::head::layout::SchemaLayout;
 use crate::head::stream::HeadStream;
 use crate::head::JointHead;
+use crate::numerics::{Exact, Numerics};
 use crate::rows::RowTable;
 use crate::vision::VisionTower;
+use clef_formats::affine4::codes_name;
+use clef_formats::{dense_name, BundleFormat};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
+
+/// The tensor prefix of the `lm_head` rows the head gathers.
+const LM_HEAD: &str = "lm_head";
 
 /// How the prefill walks the (rows × layers) grid.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -32,8 +39,9 @@ pub struct RunOptions {
     /// Rows per prefill call (128 by default, as the ANE artifact runs).
     pub chunk_size: usize,
     pub order: PrefillOrder,
-    /// f32 (default) or the FP16 emulation of the ANE programs (formats.md §2.8).
-    pub activations: Activations,
+    /// The numerics of the run: [`Exact`] f32 by default; `clef-ane` has the FP16 emulation of
+    /// the ANE programs (formats.md §2.8).
+    pub numerics: Arc<dyn Numerics>,
 }
 
 impl Default for RunOptions {
@@ -41,7 +49,7 @@ impl Default for RunOptions {
         RunOptions {
             chunk_size: 128,
             order: PrefillOrder::ChunkMajor,
-            activations: Activations::F32,
+            numerics: Arc::new(Exact),
         }
     }
 }
@@ -61,6 +69,26 @@ pub struct Prompt<'a> {
     pub layout: SchemaLayout,
 }
 
+impl Prompt<'_> {
+    /// What the backbone reads of it.
+    pub fn sequence(&self) -> Sequence<'_> {
+        Sequence {
+            ids: self.ids,
+            positions: &self.positions,
+            media: &self.media,
+        }
+    }
+}
+
+/// The backbone's input: token ids, their rotary positions, and the media rows laid over their
+/// embeddings.
+#[derive(Clone, Copy)]
+pub struct Sequence<'a> {
+    pub ids: &'a [u32],
+    pub positions: &'a Positions,
+    pub media: &'a [MediaRows],
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct Timings {
     pub backbone_s: f64,
@@ -76,22 +104,40 @@ pub struct Model {
     pub head: JointHead,
     pub lm_head: RowTable,
     pub vision: Option<VisionTower>,
-    /// The bundle manifest's `format` (`clef-lut6-v1`, `bf16`, ...); None for a release.
-    pub format: Option<String>,
-    /// Per-layer MLP down-projection scales of the FP16 programs (LUT-6 bundles; else empty).
-    pub down_scales: Vec<f32>,
+    /// The bundle's format (from its manifest); None for a release.
+    pub format: Option<BundleFormat>,
 }
 
 impl Model {
-    /// Load a release folder (or a bundle in the same layout).
+    /// Load a release folder, or a bundle that stores its backbone as safetensors (bf16, f16,
+    /// clef-ternary-v1). A LUT-6 bundle keeps its text weights in MIL blob storage, which
+    /// `clef-ane` reads ([`Model::load_with_backbone`]).
     pub fn load(dir: &Path) -> Result<Model> {
-        let manifest = crate::bundle::check_sizes(dir)?;
-        let format = manifest.map(|m| m.format);
-        let down_scales = if format.as_deref() == Some(crate::ane::FORMAT) {
-            crate::ane::programs::ProgramsFile::load(dir)?.down_scales
-        } else {
-            Vec::new()
-        };
+        let format = crate::bundle::check_sizes(dir)?;
+        if format == Some(BundleFormat::Lut6) {
+            return Err(ModelError::config(
+                dir.join(crate::bundle::MANIFEST),
+                format!(
+                    "a {} bundle keeps its text weights in MIL blob storage: load it with \
+                     clef_ane::load_model (as the engine does)",
+                    BundleFormat::Lut6
+                ),
+            ));
+        }
+        let set = checkpoint::open_backbone(dir)?;
+        Self::assemble(dir, format, set)
+    }
+
+    /// Load the folder `dir` with its backbone tensors (text layers, embeddings, `lm_head`,
+    /// vision tower) taken from `set`, which another storage format opened; the configs and the
+    /// joint head are read from the folder as for a release. Sizes are checked against the
+    /// manifest first.
+    pub fn load_with_backbone(dir: &Path, set: TensorSet) -> Result<Model> {
+        let format = crate::bundle::check_sizes(dir)?;
+        Self::assemble(dir, format, set)
+    }
+
+    fn assemble(dir: &Path, format: Option<BundleFormat>, mut set: TensorSet) -> Result<Model> {
         let config = ModelConfig::from_file(&dir.join("config.json"))?;
         let head_config = HeadConfig::from_file(&dir.join("joint_head_config.json"))?;
         if head_config.hidden_size != config.text_config.hidden_size {
@@ -103,19 +149,18 @@ impl Model {
                 ),
             ));
         }
-        let mut set = checkpoint::open_backbone(dir)?;
         let backbone = Backbone::take(&mut set, &config)?;
         // `tie_word_embeddings` (top level, as `Qwen3_5ForConditionalGeneration` reads it):
         // a tied checkpoint has no `lm_head` and gathers the embedding rows instead; one that
         // stores an `lm_head` anyway uses it, as transformers does. Untied, `lm_head` must exist.
-        let has_lm_head = set.contains("lm_head.weight") || set.contains("lm_head.q4");
+        let has_lm_head = set.contains(&dense_name(LM_HEAD)) || set.contains(&codes_name(LM_HEAD));
         let lm_head = if config.tie_word_embeddings && !has_lm_head {
             // The embedding table itself: shared storage, no copy.
             backbone.embed.clone()
         } else {
             RowTable::take(
                 &mut set,
-                "lm_head",
+                LM_HEAD,
                 config.text_config.vocab_size,
                 config.text_config.hidden_size,
             )?
@@ -139,7 +184,6 @@ impl Model {
             lm_head,
             vision,
             format,
-            down_scales,
         })
     }
 
@@ -174,38 +218,44 @@ impl Model {
         Ok(out)
     }
 
-    /// Run a prompt to option logits (encode order per question). `cancelled` is polled at
-    /// every chunk boundary so a request whose client left stops promptly.
     /// The final-normed hidden rows of a prompt (`[len, hidden]`), for comparing the backbone
     /// with other implementations.
     pub fn hidden_states(&self, prompt: &Prompt, opts: &RunOptions) -> Result<Vec<f32>> {
         let mut out = Vec::with_capacity(prompt.ids.len() * self.hidden());
-        self.prefill(prompt, opts, &|| false, &mut |rows, n| {
-            out.extend_from_slice(&rows[..n * self.hidden()]);
-            Ok(())
-        })?;
+        self.prefill(
+            prompt.sequence(),
+            opts,
+            &mut (),
+            &|| false,
+            &mut |rows, n| {
+                out.extend_from_slice(&rows[..n * self.hidden()]);
+                Ok(())
+            },
+        )?;
         Ok(out)
     }
 
-    /// Run the backbone over the whole prompt in the configured order, handing each run of
-    /// final-normed rows to `sink` in sequence order.
-    fn prefill(
+    /// The prefill: runs the backbone over the whole sequence in the configured order and
+    /// numerics, handing each run of final-normed rows to `sink` in sequence order. `observer`
+    /// sees the input of every linear layer; `cancelled` is polled at every chunk boundary, so
+    /// a request whose client left stops promptly.
+    pub fn prefill(
         &self,
-        prompt: &Prompt,
+        seq: Sequence,
         opts: &RunOptions,
+        observer: &mut dyn ForwardObserver,
         cancelled: &dyn Fn() -> bool,
         sink: &mut dyn FnMut(&[f32], usize) -> Result<()>,
     ) -> Result<Timings> {
-        let len = prompt.ids.len();
-        if len == 0 || prompt.layout.len != len || prompt.positions.len() != len {
+        let len = seq.ids.len();
+        if len == 0 || seq.positions.len() != len {
             return Err(ModelError::Input(format!(
-                "prompt of {len} ids with {} positions and a layout of {} rows",
-                prompt.positions.len(),
-                prompt.layout.len
+                "a sequence of {len} ids with {} positions",
+                seq.positions.len()
             )));
         }
         let h = self.hidden();
-        for m in &prompt.media {
+        for m in seq.media {
             if m.rows.len() % h != 0 || m.start + m.rows.len() / h > len {
                 return Err(ModelError::Input("media rows do not fit the prompt".into()));
             }
@@ -215,91 +265,81 @@ impl Model {
             tokens: len,
             ..Default::default()
         };
-        let mut state = self.backbone.new_state(len);
-        let mut scratch = Scratch {
-            precision: Precision {
-                activations: opts.activations,
-                down_scales: self.down_scales.clone(),
-                mlp_peaks: None,
-            },
-            ..Default::default()
-        };
-
-        let embed_rows = |start: usize, n: usize, x: &mut [f32]| -> Result<()> {
-            self.backbone
-                .embed_prompt(prompt.ids, &prompt.media, start, &mut x[..n * h])
+        let mut scratch = Scratch::default();
+        let mut pass = Pass::new(opts.numerics.as_ref(), observer);
+        let embed_rows = |start: usize, x: &mut [f32]| -> Result<()> {
+            self.backbone.embed_prompt(seq.ids, seq.media, start, x)
         };
 
         match opts.order {
             PrefillOrder::ChunkMajor => {
-                let mut x = vec![0.0f32; chunk * h];
-                let mut start = 0;
-                while start < len {
+                let mut state = self.backbone.new_state(len);
+                let mut x = vec![0.0f32; chunk.min(len) * h];
+                for (start, n) in chunks(len, chunk) {
                     if cancelled() {
                         return Err(ModelError::Cancelled);
                     }
-                    let n = chunk.min(len - start);
-                    embed_rows(start, n, &mut x)?;
+                    let rows = &mut x[..n * h];
+                    embed_rows(start, rows)?;
                     let t0 = Instant::now();
                     self.backbone.forward_chunk(
-                        &mut x[..n * h],
+                        rows,
                         n,
-                        &prompt.positions,
+                        seq.positions,
                         &mut state,
                         &mut scratch,
+                        &mut pass,
                     )?;
                     timings.backbone_s += t0.elapsed().as_secs_f64();
-                    sink(&x, n)?;
-                    start += n;
+                    sink(rows, n)?;
                 }
             }
             PrefillOrder::LayerMajor => {
                 let mut x = vec![0.0f32; len * h];
-                embed_rows(0, len, &mut x)?;
+                embed_rows(0, &mut x)?;
                 let t0 = Instant::now();
                 for li in 0..self.backbone.layers.len() {
-                    let mut start = 0;
-                    while start < len {
-                        if cancelled() {
-                            return Err(ModelError::Cancelled);
-                        }
-                        let n = chunk.min(len - start);
-                        self.backbone.forward_layer(
-                            li,
-                            &mut x[start * h..(start + n) * h],
-                            n,
-                            start,
-                            &prompt.positions,
-                            &mut state,
-                            &mut scratch,
-                        )?;
-                        start += n;
-                    }
+                    self.backbone.run_layer(
+                        li,
+                        &mut x,
+                        seq.positions,
+                        chunk,
+                        &mut scratch,
+                        &mut pass,
+                        cancelled,
+                    )?;
                     self.backbone.release_layer(li);
                 }
                 timings.backbone_s += t0.elapsed().as_secs_f64();
-                let mut start = 0;
-                while start < len {
-                    let n = chunk.min(len - start);
+                for (start, n) in chunks(len, chunk) {
                     let rows = &mut x[start * h..(start + n) * h];
                     self.backbone.final_norm_in_place(rows, n, &mut scratch);
                     sink(rows, n)?;
-                    start += n;
                 }
             }
         }
         Ok(timings)
     }
 
+    /// Run a prompt to option logits (encode order per question). `cancelled` is polled at
+    /// every chunk boundary so a request whose client left stops promptly.
     pub fn score(
         &self,
         prompt: &Prompt,
         opts: &RunOptions,
         cancelled: &dyn Fn() -> bool,
     ) -> Result<(Vec<Vec<f32>>, Timings)> {
+        if prompt.layout.len != prompt.ids.len() {
+            return Err(ModelError::Input(format!(
+                "prompt of {} ids with a layout of {} rows",
+                prompt.ids.len(),
+                prompt.layout.len
+            )));
+        }
         let mut stream = HeadStream::new(&self.head, &prompt.layout)?;
         let mut head_s = 0.0;
-        let mut timings = self.prefill(prompt, opts, cancelled, &mut |rows, n| {
+        let sequence = prompt.sequence();
+        let mut timings = self.prefill(sequence, opts, &mut (), cancelled, &mut |rows, n| {
             let t = Instant::now();
             stream.push(rows, n)?;
             head_s += t.elapsed().as_secs_f64();

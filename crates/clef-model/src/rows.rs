@@ -5,8 +5,27 @@
 use crate::checkpoint::TensorSet;
 use crate::error::{ModelError, Result};
 use crate::tensor::{Dtype, Tensor};
-use clef_kernels::formats::affine4::{self, Affine4View};
+use clef_formats::{affine4, dense_name, WeightLayout};
+use clef_kernels::formats::affine4::Affine4View;
 use clef_kernels::Isa;
+
+/// `<prefix>.q4`, `<prefix>.scales` and `<prefix>.biases` of a `[rows, cols]` 4-bit matrix
+/// (formats.md §3.6), taken with their shapes checked.
+pub(crate) fn take_affine4(
+    set: &mut TensorSet,
+    prefix: &str,
+    rows: usize,
+    cols: usize,
+) -> Result<(Tensor, Tensor, Tensor)> {
+    let groups = affine4::row_groups(cols);
+    let codes = set.take(
+        &affine4::codes_name(prefix),
+        &[rows, affine4::row_bytes(cols)],
+    )?;
+    let scales = set.take(&affine4::scales_name(prefix), &[rows, groups])?;
+    let biases = set.take(&affine4::biases_name(prefix), &[rows, groups])?;
+    Ok((codes, scales, biases))
+}
 
 /// Cloning shares the tensors' storage (the memory map), it copies no weights.
 #[derive(Clone)]
@@ -33,13 +52,16 @@ impl RowTable {
     /// `<prefix>.q4` (+ scales, biases) when the bundle stores the table in 4 bits, else the
     /// dense `<prefix>.weight`; either way `[rows, cols]`.
     pub fn take(set: &mut TensorSet, prefix: &str, rows: usize, cols: usize) -> Result<Self> {
-        if !set.contains(&format!("{prefix}.q4")) {
-            return Self::dense(set.take(&format!("{prefix}.weight"), &[rows, cols])?);
+        if WeightLayout::of(prefix, |n| set.contains(n)) != WeightLayout::Affine4 {
+            return Self::dense(set.take(&dense_name(prefix), &[rows, cols])?);
         }
         let groups = affine4::row_groups(cols);
-        let codes = set.take(&format!("{prefix}.q4"), &[rows, affine4::row_bytes(cols)])?;
-        let scales = set.take(&format!("{prefix}.scales"), &[rows, groups])?;
-        let biases = set.take(&format!("{prefix}.biases"), &[rows, groups])?;
+        let codes = set.take(
+            &affine4::codes_name(prefix),
+            &[rows, affine4::row_bytes(cols)],
+        )?;
+        let scales = set.take(&affine4::scales_name(prefix), &[rows, groups])?;
+        let biases = set.take(&affine4::biases_name(prefix), &[rows, groups])?;
         Self::affine4(codes, scales, biases, rows, cols)
     }
 
@@ -64,7 +86,7 @@ impl RowTable {
             }
         }
         Affine4View::new(rows, cols, codes.bytes(), scales.bytes(), biases.bytes())
-            .map_err(|e| ModelError::Input(format!("{}: {e}", codes.name)))?;
+            .map_err(|e| ModelError::kernel(&codes.name, e))?;
         Ok(RowTable::Affine4 {
             codes,
             scales,
@@ -114,7 +136,7 @@ impl RowTable {
                     )));
                 }
                 Affine4View::new(*rows, *cols, codes.bytes(), scales.bytes(), biases.bytes())
-                    .map_err(|e| ModelError::Input(format!("{}: {e}", codes.name)))?
+                    .map_err(|e| ModelError::kernel(&codes.name, e))?
                     .decode_row(Isa::detect(), r, 0, out);
             }
         }

@@ -212,8 +212,7 @@ impl Tensor {
             Dtype::Bf16 => WeightData::Bf16(bytes),
             _ => WeightData::F16(bytes),
         };
-        WeightView::new(r1 - r0, cols, data)
-            .map_err(|e| ModelError::Input(format!("{}: {e}", self.name)))
+        WeightView::new(r1 - r0, cols, data).map_err(|e| ModelError::kernel(&self.name, e))
     }
 
     /// The tensor as a `[rows, cols]` matrix in its stored dtype; trailing dimensions are

@@ -63,22 +63,44 @@ pub enum QuantError {
     Io(#[from] std::io::Error),
 }
 
+impl From<clef_formats::FormatError> for QuantError {
+    fn from(e: clef_formats::FormatError) -> Self {
+        use clef_formats::FormatError as F;
+        match e {
+            F::LengthMismatch {
+                what,
+                expected,
+                got,
+            } => QuantError::LengthMismatch {
+                what,
+                expected,
+                got,
+            },
+            F::SizeOverflow { what } => QuantError::SizeOverflow { what },
+            F::CodeOutOfRange {
+                what,
+                index,
+                value,
+                max,
+            } => QuantError::CodeOutOfRange {
+                what,
+                index,
+                value,
+                max,
+            },
+            F::UnknownFormat { .. } => QuantError::Config(e.to_string()),
+        }
+    }
+}
+
 /// `a * b` with an overflow check, for shape arithmetic on untrusted dimensions.
 pub(crate) fn checked_mul(a: usize, b: usize, what: &'static str) -> Result<usize> {
-    a.checked_mul(b).ok_or(QuantError::SizeOverflow { what })
+    Ok(clef_formats::checked_mul(a, b, what)?)
 }
 
 /// Checks that `data.len() == rows * cols`.
 pub(crate) fn check_len(what: &'static str, len: usize, rows: usize, cols: usize) -> Result<()> {
-    let expected = checked_mul(rows, cols, what)?;
-    if len != expected {
-        return Err(QuantError::LengthMismatch {
-            what,
-            expected,
-            got: len,
-        });
-    }
-    Ok(())
+    Ok(clef_formats::check_len(what, len, rows, cols)?)
 }
 
 /// Rejects NaN and infinities, which would silently poison sorting, k-means and factorizations.

@@ -6,6 +6,7 @@
 //! pool from there.
 
 use crate::body::read_body;
+use crate::failures::api_error;
 use crate::headers::{
     request_options, RequestOptions, CONTEXT_WARNING, X_CLEF_CONFIDENCE, X_CLEF_MODEL_REVISION,
     X_CLEF_TRUNCATED, X_CLEF_WARNING,
@@ -20,7 +21,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
 use clef_api::{build_response, AnswerOptions, ApiError, Request};
 use clef_encode::Truncation;
-use clef_engine::DecideOptions;
+use clef_engine::{DecideOptions, EngineError};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -207,12 +208,11 @@ impl Job {
         );
         let decision = match decided {
             Ok(d) => d,
-            // The engine's only 408 is a cancellation seen at a chunk boundary.
-            Err(e) if e.status == 408 => {
+            Err(EngineError::Cancelled) => {
                 self.app.metrics.record_cancel(reason());
-                return Err(e);
+                return Err(api_error(EngineError::Cancelled));
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(api_error(e)),
         };
         let input_tokens = decision.encoded.input_ids.len();
         let response = build_response(

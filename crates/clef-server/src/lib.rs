@@ -18,6 +18,7 @@ pub mod auth;
 pub mod body;
 pub mod config;
 pub mod decide;
+pub mod failures;
 pub mod headers;
 pub mod launch;
 pub mod loaded;
@@ -34,6 +35,7 @@ pub mod server;
 pub mod state;
 
 pub use config::{ConfigError, ServerConfig};
+pub use failures::api_error;
 pub use launch::{serve_blocking, Launch, LaunchError};
 pub use loaded::{load_model, LoadedModel, ModelLoadError, Revision};
 pub use names::{NameError, NameOptions, ServedNames};

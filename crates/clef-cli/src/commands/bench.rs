@@ -3,7 +3,7 @@
 
 use clap::Args;
 use clef_model::bench::bench_prefill;
-use clef_model::{memory, Model, PrefillOrder, RunOptions};
+use clef_model::{memory, PrefillOrder, RunOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -32,7 +32,7 @@ pub struct BenchArgs {
 
 pub fn run(args: BenchArgs, threads: usize) -> anyhow::Result<ExitCode> {
     let t0 = std::time::Instant::now();
-    let model = Model::load(&args.model)?;
+    let model = clef_engine::load_model(&args.model)?;
     let load_s = t0.elapsed().as_secs_f64();
     let peak = clef_kernels::measure_fma_peak_gflops(threads);
     let opts = RunOptions {

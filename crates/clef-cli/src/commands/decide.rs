@@ -58,7 +58,7 @@ pub fn run(args: DecideArgs) -> anyhow::Result<ExitCode> {
     };
     let decision = match engine.decide(&file.request, &opts) {
         Ok(d) => d,
-        Err(e) => return Ok(refuse(&e)),
+        Err(e) => return Ok(refuse(&clef_server::api_error(e))),
     };
     let answer_opts = args.output.answer_options();
     let response = match build_response(

@@ -65,9 +65,10 @@ fn run_record(
     let req = engine
         .parse(rec.request_json.as_bytes())
         .map_err(|e| format!("HTTP {} code {}: {}", e.status, e.code, e.message))?;
-    let d = engine
-        .decide(&req, opts)
-        .map_err(|e| format!("HTTP {} code {}: {}", e.status, e.code, e.message))?;
+    let d = engine.decide(&req, opts).map_err(|e| {
+        let e = clef_server::api_error(e);
+        format!("HTTP {} code {}: {}", e.status, e.code, e.message)
+    })?;
     let questions = d
         .encoded
         .questions

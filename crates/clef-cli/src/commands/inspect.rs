@@ -3,10 +3,10 @@
 //! their weight blobs (`--emit-mil`).
 
 use clap::Args;
-use clef_model::ane::mil::{check_bundle_programs, emit_all};
-use clef_model::ane::plan::{ProgramKind, CONTEXT_BUCKETS};
-use clef_model::ane::programs::{plan_for, ProgramsFile};
-use clef_model::ane::{Part, TensorsFile, FORMAT, WEIGHT_BIN};
+use clef_ane::mil::{check_bundle_programs, emit_all};
+use clef_ane::plan::{ProgramKind, CONTEXT_BUCKETS};
+use clef_ane::programs::{plan_for, ProgramsFile};
+use clef_ane::{Part, TensorsFile, FORMAT, WEIGHT_BIN};
 use clef_model::bundle::Manifest;
 use clef_model::ModelConfig;
 use std::path::{Path, PathBuf};
@@ -27,7 +27,7 @@ pub struct InspectArgs {
 }
 
 fn is_lut6(m: &Option<Manifest>) -> bool {
-    matches!(m, Some(m) if m.format == FORMAT)
+    matches!(m, Some(m) if m.format == FORMAT.name())
 }
 
 fn gib(b: u64) -> String {

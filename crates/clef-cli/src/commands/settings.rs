@@ -49,7 +49,7 @@ impl EngineArgs {
                 } else {
                     PrefillOrder::ChunkMajor
                 },
-                activations: self.activations.into(),
+                numerics: clef_ane::Activations::from(self.activations).numerics(&self.model)?,
             },
             ..Default::default()
         };
@@ -67,11 +67,11 @@ pub enum ActivationsArg {
     Fp16,
 }
 
-impl From<ActivationsArg> for clef_model::ane::Activations {
+impl From<ActivationsArg> for clef_ane::Activations {
     fn from(a: ActivationsArg) -> Self {
         match a {
-            ActivationsArg::F32 => clef_model::ane::Activations::F32,
-            ActivationsArg::Fp16 => clef_model::ane::Activations::Fp16,
+            ActivationsArg::F32 => clef_ane::Activations::F32,
+            ActivationsArg::Fp16 => clef_ane::Activations::Fp16,
         }
     }
 }

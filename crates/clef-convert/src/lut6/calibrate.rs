@@ -4,12 +4,25 @@
 //! in f32, prepared exactly as requests are (images and videos through the vision tower).
 
 use crate::error::{ConvertError, Result};
+use clef_ane::numerics::down_scale_for_peak;
 use clef_api::Limits;
 use clef_encode::Truncation;
 use clef_engine::{DecideOptions, Engine, EngineConfig};
-use clef_model::ane::precision::{down_scale_for_peak, Precision};
-use clef_model::backbone::state::Scratch;
+use clef_model::{ForwardObserver, LinearId, LinearKind, RunOptions, Sequence};
 use std::path::Path;
+
+/// Records each layer's largest |SiLU(gate)⊙up|: the input of its MLP down-projection.
+struct MlpPeaks(Vec<f32>);
+
+impl ForwardObserver for MlpPeaks {
+    fn linear_input(&mut self, id: LinearId, x: &[f32], _rows: usize) {
+        if id.kind == LinearKind::MlpDown {
+            if let Some(peak) = self.0.get_mut(id.layer) {
+                *peak = x.iter().fold(*peak, |m, v| m.max(v.abs()));
+            }
+        }
+    }
+}
 
 /// What calibration measured.
 #[derive(Clone, Debug, PartialEq)]
@@ -55,15 +68,9 @@ pub fn calibrate_down_scales(
     )
     .map_err(|e| cal(format!("loading {}: {e}", release.display())))?;
     let model = &engine.model;
-    let layers = model.backbone.layers.len();
-    let h = model.hidden();
-    let mut scratch = Scratch {
-        precision: Precision {
-            mlp_peaks: Some(vec![0.0; layers]),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
+    let mut peaks = MlpPeaks(vec![0.0; model.backbone.layers.len()]);
+    // the reference numerics in 128-row chunks, as requests run
+    let run = RunOptions::default();
     let opts = DecideOptions {
         truncation: Truncation::State,
         ..Default::default()
@@ -79,27 +86,13 @@ pub fn calibrate_down_scales(
         }
         let p = engine
             .prepare(&req, &opts)
-            .map_err(|e| cal(format!("record {}: {}", rec.id, e.message)))?;
-        let ids = &p.encoded.input_ids;
-        let len = ids.len();
-        let mut state = model.backbone.new_state(len);
-        let chunk = 128;
-        let mut x = vec![0.0f32; chunk * h];
-        let mut start = 0;
-        while start < len {
-            let n = chunk.min(len - start);
-            model
-                .backbone
-                .embed_prompt(ids, &p.media_rows, start, &mut x[..n * h])?;
-            model.backbone.forward_chunk(
-                &mut x[..n * h],
-                n,
-                &p.positions,
-                &mut state,
-                &mut scratch,
-            )?;
-            start += n;
-        }
+            .map_err(|e| cal(format!("record {}: {e}", rec.id)))?;
+        let seq = Sequence {
+            ids: &p.encoded.input_ids,
+            positions: &p.positions,
+            media: &p.media_rows,
+        };
+        model.prefill(seq, &run, &mut peaks, &|| false, &mut |_, _| Ok(()))?;
         used += 1;
     }
     if used == 0 {
@@ -108,7 +101,7 @@ pub fn calibrate_down_scales(
             records.display()
         )));
     }
-    let peaks = scratch.precision.mlp_peaks.unwrap_or_default();
+    let peaks = peaks.0;
     let scales = peaks.iter().map(|&p| down_scale_for_peak(p)).collect();
     Ok(Calibration {
         peaks,

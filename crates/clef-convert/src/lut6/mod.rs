@@ -28,9 +28,9 @@ use crate::error::{ConvertError, Result};
 use crate::progress::Progress;
 use crate::release::Release;
 use classify::{classify, Storage};
-use clef_model::ane::mil::emit_all;
-use clef_model::ane::programs::{plan_for, ProgramsFile};
-use clef_model::ane::{
+use clef_ane::mil::emit_all;
+use clef_ane::programs::{plan_for, ProgramsFile};
+use clef_ane::{
     StoredAs, TensorEntry, TensorsFile, EMBEDDINGS, FORMAT, PROGRAMS_JSON, TENSORS_JSON, VISION,
     WEIGHT_BIN,
 };
@@ -233,7 +233,7 @@ pub fn convert_lut6(from: &Path, to: &Path, opts: &Lut6Options) -> Result<Lut6Re
         down_scales: down_scales.clone(),
         down_scale_source: down_scale_source.clone(),
         manifest: Manifest {
-            format: FORMAT.into(),
+            format: FORMAT.name().into(),
             format_version: clef_model::bundle::FORMAT_VERSION,
             model: None,
             source: None,
@@ -337,7 +337,7 @@ pub fn convert_lut6(from: &Path, to: &Path, opts: &Lut6Options) -> Result<Lut6Re
 
     // tensors.json, programs.json and the MIL programs
     let tensors = TensorsFile {
-        format: FORMAT.into(),
+        format: FORMAT.name().into(),
         weights: WEIGHT_BIN.into(),
         group_rows: GROUP_ROWS,
         tensors: entries,

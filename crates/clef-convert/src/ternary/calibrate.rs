@@ -5,10 +5,10 @@
 //! captured with everything before it already quantized (codes **and** adapters, exactly the
 //! bundle's bytes). The layer is then re-run to produce the next layer's inputs.
 //!
-//! Inputs are captured through the model's per-thread linear hook
-//! ([`clef_model::linear::set_capture_hook`]), so the calibration forward is the engine's own
-//! layer code, whole sequences at a time (DeltaNet state and attention KV flow as at
-//! inference).
+//! Inputs are captured through the model's forward observer ([`clef_model::ForwardObserver`],
+//! by typed [`LinearId`]), and each layer runs through [`Backbone::run_layer`], so the
+//! calibration forward is the engine's own layer code, whole sequences at a time (DeltaNet state
+//! and attention KV flow as at inference).
 
 use super::activations::Activations;
 use super::parts::PartStore;
@@ -18,17 +18,15 @@ use crate::error::{ConvertError, Result};
 use clef_api::Request;
 use clef_encode::Truncation;
 use clef_engine::{DecideOptions, Engine};
-use clef_model::backbone::state::{DeltaNetState, LayerState, Scratch, SequenceState};
-use clef_model::backbone::{Backbone, Layer, Mixer, PREFIX};
-use clef_model::linear::{set_capture_hook, Linear, LinearWeight};
-use clef_model::tensor::Tensor;
-use clef_model::Positions;
+use clef_model::backbone::scratch::Scratch;
+use clef_model::backbone::{Backbone, Layer, Mixer};
+use clef_model::forward::Pass;
+use clef_model::linear::LinearWeight;
+use clef_model::{Exact, ForwardObserver, LinearId, LinearKind, Positions};
 use clef_quant::gptq::{Hessian, HessianAccumulator};
 use clef_quant::QuantError;
-use std::cell::RefCell;
 use std::io::BufRead;
 use std::path::Path;
-use std::rc::Rc;
 
 /// Rows per forward call (any value gives the same activations).
 const CHUNK_ROWS: usize = 256;
@@ -109,7 +107,7 @@ pub fn read_calibration(engine: &Engine, path: &Path, limit: usize) -> Result<Ca
         }
         let (encoded, positions) = engine
             .prepare_layout(&req, &opts)
-            .map_err(|e| refuse("preparing", e.message))?;
+            .map_err(|e| refuse("preparing", e.to_string()))?;
         set.tokens += encoded.input_ids.len();
         let has_media = !req.images.is_empty() || !req.videos.is_empty();
         set.records.push(CalibrationRecord {
@@ -124,8 +122,9 @@ pub fn read_calibration(engine: &Engine, path: &Path, limit: usize) -> Result<Ca
     Ok(set)
 }
 
-/// Accumulates the Hessian of the one linear input the hook is watching.
+/// Accumulates the Hessian of the input of one linear, `target`.
 struct Sink {
+    target: LinearId,
     acc: HessianAccumulator,
     buf: Vec<f32>,
     rows: usize,
@@ -133,14 +132,6 @@ struct Sink {
 }
 
 impl Sink {
-    fn push(&mut self, x: &[f32], m: usize) {
-        self.buf.extend_from_slice(x);
-        self.rows += m;
-        if self.rows >= FLUSH_ROWS {
-            self.flush();
-        }
-    }
-
     fn flush(&mut self) {
         if self.rows > 0 {
             if let Err(e) = self.acc.add_rows(&self.buf, self.rows) {
@@ -152,98 +143,67 @@ impl Sink {
     }
 }
 
-/// Removes the capture hook however the run ends.
-struct HookGuard;
-
-impl Drop for HookGuard {
-    fn drop(&mut self) {
-        set_capture_hook(None);
-    }
-}
-
-/// State for layer `li` only (the other layers' slots are never touched).
-fn layer_state(backbone: &Backbone, li: usize, len: usize) -> SequenceState {
-    let layers = backbone
-        .layers
-        .iter()
-        .enumerate()
-        .map(|(i, l)| match (&l.mixer, i == li) {
-            (Mixer::DeltaNet(m), true) => LayerState::DeltaNet(m.new_state()),
-            (Mixer::Attention(m), true) => LayerState::Attention(m.new_cache(len)),
-            _ => LayerState::DeltaNet(DeltaNetState {
-                conv: Vec::new(),
-                ssm: Vec::new(),
-            }),
-        })
-        .collect();
-    SequenceState {
-        layers,
-        position: 0,
+impl ForwardObserver for Sink {
+    fn linear_input(&mut self, id: LinearId, x: &[f32], rows: usize) {
+        if id == self.target {
+            self.buf.extend_from_slice(x);
+            self.rows += rows;
+            if self.rows >= FLUSH_ROWS {
+                self.flush();
+            }
+        }
     }
 }
 
 /// Runs layer `li` over every record's rows; writes the outputs to `output` when given, and
-/// returns the Hessian of the input of the linear whose first weight tensor is `capture`.
+/// returns the Hessian of the input of linear `capture` (with its input width) when given.
 fn run_layer(
     backbone: &Backbone,
     li: usize,
     records: &[CalibrationRecord],
     input: &mut Activations,
     mut output: Option<&mut Activations>,
-    capture: Option<(&str, usize)>,
+    capture: Option<(LinearId, usize)>,
 ) -> Result<Option<Hessian>> {
-    let hidden = backbone.hidden();
-    let sink = match capture {
-        Some((_, dim)) => Some(Rc::new(RefCell::new(Sink {
+    let mut sink = match capture {
+        Some((target, dim)) => Some(Sink {
+            target,
             acc: HessianAccumulator::new(dim)?,
             buf: Vec::with_capacity(FLUSH_ROWS * dim),
             rows: 0,
             error: None,
-        }))),
+        }),
         None => None,
     };
-    let _guard = HookGuard;
-    if let (Some((target, _)), Some(sink)) = (capture, &sink) {
-        let target = target.to_string();
-        let sink = Rc::clone(sink);
-        set_capture_hook(Some(Box::new(move |name: &str, x: &[f32], m: usize| {
-            if name == target {
-                sink.borrow_mut().push(x, m);
-            }
-        })));
-    }
     let mut scratch = Scratch::default();
     for i in 0..input.len() {
         let mut x = input.get(i)?;
-        let len = x.len() / hidden;
         let positions = &records
             .get(i)
             .ok_or_else(|| ConvertError::Calibration(format!("no record {i}")))?
             .positions;
-        let mut state = layer_state(backbone, li, len);
-        let mut start = 0;
-        while start < len {
-            let n = CHUNK_ROWS.min(len - start);
-            backbone.forward_layer(
-                li,
-                &mut x[start * hidden..(start + n) * hidden],
-                n,
-                start,
-                positions,
-                &mut state,
-                &mut scratch,
-            )?;
-            start += n;
-        }
+        let mut nothing = ();
+        let observer: &mut dyn ForwardObserver = match sink.as_mut() {
+            Some(s) => s,
+            None => &mut nothing,
+        };
+        let mut pass = Pass::new(&Exact, observer);
+        backbone.run_layer(
+            li,
+            &mut x,
+            positions,
+            CHUNK_ROWS,
+            &mut scratch,
+            &mut pass,
+            &|| false,
+        )?;
         if let Some(out) = output.as_deref_mut() {
             out.set(i, &x)?;
         }
     }
-    set_capture_hook(None);
-    let Some(sink) = sink else { return Ok(None) };
-    let mut sink = Rc::try_unwrap(sink)
-        .map_err(|_| ConvertError::Calibration("capture hook still referenced".into()))?
-        .into_inner();
+    let Some(mut sink) = sink else {
+        return Ok(None);
+    };
     sink.flush();
     if let Some(e) = sink.error {
         return Err(e.into());
@@ -251,7 +211,7 @@ fn run_layer(
     if sink.acc.samples() == 0 {
         return Err(ConvertError::Calibration(format!(
             "layer {li}: no input rows reached `{}`",
-            capture.map_or("", |c| c.0)
+            sink.target.tensor_prefix()
         )));
     }
     Ok(Some(sink.acc.finish()?))
@@ -289,7 +249,7 @@ pub fn embed_records(
             Some(req) => {
                 let p = engine
                     .prepare(req, &prepare_options())
-                    .map_err(|e| ConvertError::Calibration(format!("record {i}: {}", e.message)))?;
+                    .map_err(|e| ConvertError::Calibration(format!("record {i}: {e}")))?;
                 if p.encoded.input_ids != r.ids || p.positions != r.positions {
                     return Err(ConvertError::Calibration(format!(
                         "record {i} encoded differently the second time"
@@ -303,47 +263,29 @@ pub fn embed_records(
     Ok(out)
 }
 
-/// Quantization order of a layer's linears: (module, linears sharing one input).
-fn stages(layer: &Layer) -> [(&'static str, &'static [&'static str]); 4] {
+/// Quantization order of a layer's linears: groups of linears sharing one input, each group
+/// captured with everything before it already quantized. (DeltaNet `in_proj_b`/`in_proj_a`,
+/// a handful of rows each, stay in the source dtype.)
+fn stages(layer: &Layer) -> [&'static [LinearKind]; 4] {
+    use LinearKind::*;
     match layer.mixer {
         Mixer::DeltaNet(_) => [
-            ("linear_attn", &["in_proj_qkv", "in_proj_z"]),
-            ("linear_attn", &["out_proj"]),
-            ("mlp", &["gate_proj", "up_proj"]),
-            ("mlp", &["down_proj"]),
+            &[DeltaNetQkv, DeltaNetZ],
+            &[DeltaNetOut],
+            &[MlpGate, MlpUp],
+            &[MlpDown],
         ],
         Mixer::Attention(_) => [
-            ("self_attn", &["q_proj", "k_proj", "v_proj"]),
-            ("self_attn", &["o_proj"]),
-            ("mlp", &["gate_proj", "up_proj"]),
-            ("mlp", &["down_proj"]),
+            &[AttentionQ, AttentionK, AttentionV],
+            &[AttentionO],
+            &[MlpGate, MlpUp],
+            &[MlpDown],
         ],
     }
 }
 
-fn linear_mut<'a>(layer: &'a mut Layer, module: &str, name: &str) -> Option<&'a mut Linear> {
-    match (module, &mut layer.mixer) {
-        ("linear_attn", Mixer::DeltaNet(d)) => match name {
-            "in_proj_qkv" => Some(&mut d.in_proj_qkv),
-            "in_proj_z" => Some(&mut d.in_proj_z),
-            "out_proj" => Some(&mut d.out_proj),
-            _ => None,
-        },
-        ("self_attn", Mixer::Attention(a)) => match name {
-            "q_proj" => Some(&mut a.q_proj),
-            "k_proj" => Some(&mut a.k_proj),
-            "v_proj" => Some(&mut a.v_proj),
-            "o_proj" => Some(&mut a.o_proj),
-            _ => None,
-        },
-        ("mlp", _) => match name {
-            "gate_proj" => Some(&mut layer.mlp.gate),
-            "up_proj" => Some(&mut layer.mlp.up),
-            "down_proj" => Some(&mut layer.mlp.down),
-            _ => None,
-        },
-        _ => None,
-    }
+fn missing_linear(id: LinearId) -> ConvertError {
+    ConvertError::Invalid(format!("{}: no such linear", id.tensor_prefix()))
 }
 
 /// What the calibration did, for the report.
@@ -375,24 +317,27 @@ pub fn quantize_backbone(
     let spilled = cur.spilled() || next.spilled();
     let mut stats = Vec::new();
     for li in 0..backbone.layers.len() {
-        for (module, names) in stages(&backbone.layers[li]) {
-            let first = format!("{PREFIX}.layers.{li}.{module}.{}", names[0]);
-            let dim = linear_mut(&mut backbone.layers[li], module, names[0])
+        for kinds in stages(&backbone.layers[li]) {
+            let first = LinearId::new(li, kinds[0]);
+            let dim = backbone
+                .linear(first)
                 .map(|l| l.cols)
-                .ok_or_else(|| ConvertError::Invalid(format!("{first}: no such linear")))?;
+                .ok_or_else(|| missing_linear(first))?;
             let h = run_layer(
                 backbone,
                 li,
                 &set.records,
                 &mut cur,
                 None,
-                Some((&format!("{first}.weight"), dim)),
+                Some((first, dim)),
             )?
-            .ok_or_else(|| ConvertError::Calibration(format!("{first}: no Hessian")))?;
-            for name in names {
-                let prefix = format!("{PREFIX}.layers.{li}.{module}.{name}");
-                let lin = linear_mut(&mut backbone.layers[li], module, name)
-                    .ok_or_else(|| ConvertError::Invalid(format!("{prefix}: no such linear")))?;
+            .ok_or_else(|| {
+                ConvertError::Calibration(format!("{}: no Hessian", first.tensor_prefix()))
+            })?;
+            for &kind in kinds {
+                let id = LinearId::new(li, kind);
+                let prefix = id.tensor_prefix();
+                let lin = backbone.linear_mut(id).ok_or_else(|| missing_linear(id))?;
                 let LinearWeight::Dense(t) = &lin.weight else {
                     return Err(ConvertError::Invalid(format!(
                         "{prefix}: the source is already quantized"
@@ -423,19 +368,7 @@ pub fn quantize_backbone(
         std::mem::swap(&mut cur, &mut next);
         // The layer never runs again: drop its quantized copies (its bytes are in the part
         // store) so memory holds one layer's worth, and let the kernel reclaim the source pages.
-        backbone.release_layer(li);
-        for (module, names) in stages(&backbone.layers[li]) {
-            for name in names {
-                if let Some(lin) = linear_mut(&mut backbone.layers[li], module, name) {
-                    let done = Tensor::from_f32(
-                        format!("{module}.{name} (converted)"),
-                        vec![1, 1],
-                        &[0.0],
-                    );
-                    *lin = Linear::dense(done, None, 1, 1)?;
-                }
-            }
-        }
+        backbone.unload_layer(li);
     }
     cur.remove()?;
     next.remove()?;

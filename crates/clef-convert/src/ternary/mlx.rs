@@ -34,7 +34,7 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 /// MLX's group size (the bundle's as well).
-pub const GROUP: usize = 64;
+pub use clef_formats::GROUP;
 
 fn io_error(path: &Path, e: std::io::Error) -> ConvertError {
     ConvertError::Invalid(format!("{}: {e}", path.display()))
@@ -178,7 +178,7 @@ fn matrix(t: &Tensor) -> Result<(usize, usize)> {
 /// and 127 4-bit codes take as many bytes as 128.
 fn adapter_width(by_name: &HashMap<String, Tensor>, p: &str) -> Result<Option<usize>> {
     by_name
-        .get(&format!("{p}.lora_a"))
+        .get(&clef_formats::ternary::adapter_names(p).0)
         .map(|a| matrix(a).map(|(_, cols)| cols))
         .transpose()
 }
@@ -192,7 +192,7 @@ pub fn export_mlx(bundle: &Path, out: &Path, force: bool) -> Result<MlxReport> {
             bundle.display()
         ))
     })?;
-    if manifest.format != super::FORMAT {
+    if manifest.format != super::FORMAT.name() {
         return Err(ConvertError::Invalid(format!(
             "{}: format `{}`, expected `{}`",
             bundle.display(),
@@ -243,9 +243,9 @@ pub fn export_mlx(bundle: &Path, out: &Path, force: bool) -> Result<MlxReport> {
         if !by_name.contains_key(&t.name) {
             continue; // already consumed as part of a quantized linear
         }
-        if let Some(p) = t.name.strip_suffix(".trits") {
+        if let Some(p) = t.name.strip_suffix(clef_formats::ternary::TRITS) {
             let trits = take(&mut by_name, &t.name)?;
-            let scales = take(&mut by_name, &format!("{p}.scales"))?;
+            let scales = take(&mut by_name, &clef_formats::ternary::scales_name(p))?;
             let (rows, groups) = matrix(&scales)?;
             let cols = adapter_width(&by_name, p)?.unwrap_or(groups * GROUP);
             if !cols.is_multiple_of(GROUP)
@@ -266,14 +266,14 @@ pub fn export_mlx(bundle: &Path, out: &Path, force: bool) -> Result<MlxReport> {
                 make: Make::TritWords { trits, rows, cols },
             });
             model.push(Out {
-                name: format!("{p}.biases"),
+                name: clef_formats::affine4::biases_name(p),
                 dtype: "BF16".into(),
                 shape: vec![rows, groups],
                 bytes: rows * groups * 2,
                 make: Make::Negate(scales.clone()),
             });
             model.push(Out {
-                name: format!("{p}.scales"),
+                name: clef_formats::ternary::scales_name(p),
                 dtype: "BF16".into(),
                 shape: vec![rows, groups],
                 bytes: rows * groups * 2,
@@ -284,7 +284,7 @@ pub fn export_mlx(bundle: &Path, out: &Path, force: bool) -> Result<MlxReport> {
                 serde_json::json!({"group_size": GROUP, "bits": 2}),
             );
             report.quantized_2bit += 1;
-        } else if let Some(p) = t.name.strip_suffix(".q4") {
+        } else if let Some(p) = t.name.strip_suffix(clef_formats::affine4::CODES) {
             let q4 = take(&mut by_name, &t.name)?;
             let (rows, rb) = matrix(&q4)?;
             let cols = adapter_width(&by_name, p)?.unwrap_or(rb * 2);
@@ -318,9 +318,9 @@ pub fn export_mlx(bundle: &Path, out: &Path, force: bool) -> Result<MlxReport> {
                 });
             }
             report.quantized_4bit += 1;
-        } else if let Some(p) = t.name.strip_suffix(".lora_a") {
+        } else if let Some(p) = t.name.strip_suffix(clef_formats::ternary::LORA_A) {
             let a = take(&mut by_name, &t.name)?;
-            let b = take(&mut by_name, &format!("{p}.lora_b"))?;
+            let b = take(&mut by_name, &clef_formats::ternary::adapter_names(p).1)?;
             let (r, cols) = matrix(&a)?;
             let (rows, rb) = matrix(&b)?;
             if rb != r || a.dtype.size() != 2 || b.dtype.size() != 2 {
@@ -337,7 +337,7 @@ pub fn export_mlx(bundle: &Path, out: &Path, force: bool) -> Result<MlxReport> {
                 }
             }
             adapters.push(Out {
-                name: format!("{path}.lora_a"),
+                name: clef_formats::ternary::adapter_names(&path).0,
                 dtype: a.dtype.to_safetensors().to_string(),
                 shape: vec![cols, r],
                 bytes: a.bytes().len(),
@@ -348,7 +348,7 @@ pub fn export_mlx(bundle: &Path, out: &Path, force: bool) -> Result<MlxReport> {
                 },
             });
             adapters.push(Out {
-                name: format!("{path}.lora_b"),
+                name: clef_formats::ternary::adapter_names(&path).1,
                 dtype: b.dtype.to_safetensors().to_string(),
                 shape: vec![r, rows],
                 bytes: b.bytes().len(),
@@ -596,23 +596,43 @@ mod tests {
         let groups = cols.div_ceil(GROUP);
         let mut specs = if ternary {
             vec![
-                TensorSpec::new(format!("{p}.trits"), Dtype::U8, &[rows, cols.div_ceil(5)]),
-                TensorSpec::new(format!("{p}.scales"), Dtype::Bf16, &[rows, groups]),
+                TensorSpec::new(
+                    clef_formats::ternary::trits_name(p),
+                    Dtype::U8,
+                    &[rows, clef_formats::ternary::row_bytes(cols)],
+                ),
+                TensorSpec::new(
+                    clef_formats::ternary::scales_name(p),
+                    Dtype::Bf16,
+                    &[rows, groups],
+                ),
             ]
         } else {
             vec![
-                TensorSpec::new(format!("{p}.q4"), Dtype::U8, &[rows, cols.div_ceil(2)]),
-                TensorSpec::new(format!("{p}.scales"), Dtype::Bf16, &[rows, groups]),
-                TensorSpec::new(format!("{p}.biases"), Dtype::Bf16, &[rows, groups]),
+                TensorSpec::new(
+                    clef_formats::affine4::codes_name(p),
+                    Dtype::U8,
+                    &[rows, clef_formats::affine4::row_bytes(cols)],
+                ),
+                TensorSpec::new(
+                    clef_formats::ternary::scales_name(p),
+                    Dtype::Bf16,
+                    &[rows, groups],
+                ),
+                TensorSpec::new(
+                    clef_formats::affine4::biases_name(p),
+                    Dtype::Bf16,
+                    &[rows, groups],
+                ),
             ]
         };
         specs.push(TensorSpec::new(
-            format!("{p}.lora_a"),
+            clef_formats::ternary::adapter_names(p).0,
             Dtype::Bf16,
             &[2, cols],
         ));
         specs.push(TensorSpec::new(
-            format!("{p}.lora_b"),
+            clef_formats::ternary::adapter_names(p).1,
             Dtype::Bf16,
             &[rows, 2],
         ));

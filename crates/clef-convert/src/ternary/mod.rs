@@ -28,8 +28,8 @@ use std::time::Instant;
 
 pub use quant::Method;
 
-/// Format name in manifests and metadata.
-pub const FORMAT: &str = "clef-ternary-v1";
+/// The format this converter writes.
+pub const FORMAT: clef_formats::BundleFormat = clef_formats::BundleFormat::Ternary;
 
 /// Settings of one conversion.
 #[derive(Clone, Debug)]
@@ -109,7 +109,7 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
         ));
     }
     let release = Release::open(&opts.from)?;
-    release.require_release_shapes("clef-ternary-v1")?;
+    release.require_release_shapes(FORMAT.name())?;
     let sources = source_tensors(&release);
     let planned = plan::plan(&sources).map_err(ConvertError::Invalid)?;
     let meta = plan::metadata(opts.source_revision.as_deref());
@@ -169,19 +169,19 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
                 use clef_model::tensor::Dtype;
                 engine.model.backbone.embed = clef_model::rows::RowTable::affine4(
                     owned(
-                        format!("{p}.q4"),
+                        clef_formats::affine4::codes_name(p),
                         Dtype::U8,
                         vec![rows, cols.div_ceil(2)],
                         k.codes,
                     ),
                     owned(
-                        format!("{p}.scales"),
+                        clef_formats::ternary::scales_name(p),
                         Dtype::Bf16,
                         vec![rows, groups],
                         k.scales,
                     ),
                     owned(
-                        format!("{p}.biases"),
+                        clef_formats::affine4::biases_name(p),
                         Dtype::Bf16,
                         vec![rows, groups],
                         k.biases,
@@ -235,7 +235,7 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
         }
     }
     for t in &release.tensors {
-        let done = store.contains(&format!("{}.q4", plan::prefix(&t.name)));
+        let done = store.contains(&clef_formats::affine4::codes_name(plan::prefix(&t.name)));
         if Role::of(&t.name) == Role::Affine4Table && !done {
             let (s, _) = table::quantize_table(t, &mut store, &advance, false)?;
             report.tables.push((t.name.clone(), s));

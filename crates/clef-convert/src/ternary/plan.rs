@@ -2,7 +2,7 @@
 //! names and shapes only, so the same plan sizes a bundle before any weight is read (and for a
 //! model whose weights are not at hand, e.g. Clef-Flash from its config).
 
-use clef_kernels::formats::{affine4, ternary};
+use clef_formats::{affine4, ternary};
 use clef_model::checkpoint::writer::TensorSpec;
 use clef_model::tensor::Dtype;
 use std::collections::BTreeMap;
@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 /// Prefix of the text backbone's tensors.
 pub const TEXT_PREFIX: &str = "model.language_model";
 /// Input columns per scale (and bias) group.
-pub const GROUP: usize = 64;
+pub use clef_formats::GROUP;
 /// CLoQ adapter rank of the card (`cloq_rank`).
 pub const CLOQ_RANK: usize = 16;
 /// The card's `hi_names`: linears quantized to 4 bits instead of ternary.
@@ -129,24 +129,25 @@ pub fn plan(tensors: &[SourceTensor]) -> Result<Vec<PlannedTensor>, String> {
         let groups = cols.div_ceil(GROUP);
         if role == Role::Ternary {
             push(
-                format!("{p}.trits"),
+                ternary::trits_name(p),
                 Dtype::U8,
                 &[rows, ternary::row_bytes(cols)],
             );
-            push(format!("{p}.scales"), Dtype::Bf16, &[rows, groups]);
+            push(ternary::scales_name(p), Dtype::Bf16, &[rows, groups]);
         } else {
             push(
-                format!("{p}.q4"),
+                affine4::codes_name(p),
                 Dtype::U8,
                 &[rows, affine4::row_bytes(cols)],
             );
-            push(format!("{p}.scales"), Dtype::Bf16, &[rows, groups]);
-            push(format!("{p}.biases"), Dtype::Bf16, &[rows, groups]);
+            push(affine4::scales_name(p), Dtype::Bf16, &[rows, groups]);
+            push(affine4::biases_name(p), Dtype::Bf16, &[rows, groups]);
         }
         if role.has_adapter() {
             let r = adapter_rank(rows, cols);
-            push(format!("{p}.lora_a"), Dtype::Bf16, &[r, cols]);
-            push(format!("{p}.lora_b"), Dtype::Bf16, &[rows, r]);
+            let (a, b) = ternary::adapter_names(p);
+            push(a, Dtype::Bf16, &[r, cols]);
+            push(b, Dtype::Bf16, &[rows, r]);
         }
     }
     Ok(out)
@@ -155,7 +156,7 @@ pub fn plan(tensors: &[SourceTensor]) -> Result<Vec<PlannedTensor>, String> {
 /// The `__metadata__` of the bundle's `model.safetensors` (formats.md §3.6).
 pub fn metadata(source_revision: Option<&str>) -> BTreeMap<String, String> {
     BTreeMap::from([
-        ("format".into(), "clef-ternary-v1".into()),
+        ("format".into(), super::FORMAT.name().into()),
         ("group_size".into(), GROUP.to_string()),
         ("cloq_rank".into(), CLOQ_RANK.to_string()),
         ("trit_order".into(), "base3-lsb-first".into()),
@@ -204,7 +205,8 @@ pub fn size(
             src.shape.iter().product::<usize>() as u64
         };
         let bytes = p.spec.nbytes() as u64;
-        let adapter = p.spec.name.ends_with(".lora_a") || p.spec.name.ends_with(".lora_b");
+        let adapter = p.spec.name.ends_with(clef_formats::ternary::LORA_A)
+            || p.spec.name.ends_with(clef_formats::ternary::LORA_B);
         let part = if adapter {
             &mut b.adapters
         } else {

@@ -221,13 +221,13 @@ impl QuantizedLinear {
         match self.format {
             QuantFormat::Ternary => {
                 v.push((
-                    format!("{p}.trits"),
+                    clef_formats::ternary::trits_name(p),
                     Dtype::U8,
                     vec![self.rows, row_bytes],
                     &self.codes,
                 ));
                 v.push((
-                    format!("{p}.scales"),
+                    clef_formats::ternary::scales_name(p),
                     Dtype::Bf16,
                     vec![self.rows, groups],
                     &self.scales,
@@ -235,19 +235,19 @@ impl QuantizedLinear {
             }
             QuantFormat::Affine4 => {
                 v.push((
-                    format!("{p}.q4"),
+                    clef_formats::affine4::codes_name(p),
                     Dtype::U8,
                     vec![self.rows, row_bytes],
                     &self.codes,
                 ));
                 v.push((
-                    format!("{p}.scales"),
+                    clef_formats::ternary::scales_name(p),
                     Dtype::Bf16,
                     vec![self.rows, groups],
                     &self.scales,
                 ));
                 v.push((
-                    format!("{p}.biases"),
+                    clef_formats::affine4::biases_name(p),
                     Dtype::Bf16,
                     vec![self.rows, groups],
                     &self.biases,
@@ -255,8 +255,18 @@ impl QuantizedLinear {
             }
         }
         if let Some((r, a, b)) = &self.adapter {
-            v.push((format!("{p}.lora_a"), Dtype::Bf16, vec![*r, self.cols], a));
-            v.push((format!("{p}.lora_b"), Dtype::Bf16, vec![self.rows, *r], b));
+            v.push((
+                clef_formats::ternary::adapter_names(p).0,
+                Dtype::Bf16,
+                vec![*r, self.cols],
+                a,
+            ));
+            v.push((
+                clef_formats::ternary::adapter_names(p).1,
+                Dtype::Bf16,
+                vec![self.rows, *r],
+                b,
+            ));
         }
         v
     }

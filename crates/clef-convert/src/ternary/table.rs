@@ -56,9 +56,9 @@ pub fn quantize_table(
         let bytes =
             |v: &[half::bf16]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
         let (codes, scales, biases) = (q.packed_codes()?, bytes(&q.scales), bytes(&q.biases));
-        store.append(&format!("{p}.q4"), &codes)?;
-        store.append(&format!("{p}.scales"), &scales)?;
-        store.append(&format!("{p}.biases"), &biases)?;
+        store.append(&clef_formats::affine4::codes_name(p), &codes)?;
+        store.append(&clef_formats::ternary::scales_name(p), &scales)?;
+        store.append(&clef_formats::affine4::biases_name(p), &biases)?;
         if let Some(k) = kept.as_mut() {
             k.codes.extend_from_slice(&codes);
             k.scales.extend_from_slice(&scales);

@@ -12,18 +12,7 @@ use crate::error::KernelError;
 use crate::isa::Isa;
 use crate::weights::{prefetch_lines, PanelDecode};
 
-/// Input columns per scale and bias.
-pub const GROUP: usize = 64;
-
-/// Packed bytes of one row of `cols` codes.
-pub fn row_bytes(cols: usize) -> usize {
-    cols.div_ceil(2)
-}
-
-/// Scale groups of one row of `cols` inputs (the last one may be shorter).
-pub fn row_groups(cols: usize) -> usize {
-    cols.div_ceil(GROUP)
-}
+pub use clef_formats::affine4::{row_bytes, row_groups, GROUP};
 
 /// A `[rows, cols]` 4-bit matrix: packed codes, BF16 scales and biases (little-endian bytes,
 /// any alignment), borrowed from the bundle's memory map.
@@ -307,17 +296,6 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn pack(codes: &[u8], rows: usize, cols: usize) -> Vec<u8> {
-        let rb = row_bytes(cols);
-        let mut out = vec![0u8; rows * rb];
-        for r in 0..rows {
-            for c in 0..cols {
-                out[r * rb + c / 2] |= codes[r * cols + c] << (4 * (c % 2));
-            }
-        }
-        out
-    }
-
     fn xorshift(seed: u64) -> impl FnMut() -> u64 {
         let mut s = seed | 1;
         move || {
@@ -351,7 +329,7 @@ mod tests {
                                     a in 0usize..400, b in 0usize..400) {
             let mut next = xorshift(seed);
             let codes: Vec<u8> = (0..rows * cols).map(|_| (next() % 16) as u8).collect();
-            let packed = pack(&codes, rows, cols);
+            let packed = clef_formats::affine4::pack_nibbles(&codes, rows, cols).unwrap();
             let sv: Vec<u16> = (0..rows * row_groups(cols)).map(|_| (next() % 2000) as u16 + 0x3A00).collect();
             let bv: Vec<u16> = (0..rows * row_groups(cols)).map(|_| (next() % 2000) as u16 + 0xBA00).collect();
             let scales: Vec<u8> = sv.iter().flat_map(|s| s.to_le_bytes()).collect();

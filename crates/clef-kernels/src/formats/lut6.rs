@@ -12,15 +12,7 @@ use crate::error::KernelError;
 use crate::isa::Isa;
 use crate::weights::{prefetch_lines, PanelDecode};
 
-/// Output rows sharing one table.
-pub const GROUP_ROWS: usize = 16;
-/// Entries per table (2⁶).
-pub const TABLE_LEN: usize = 64;
-
-/// Bytes of `count` packed 6-bit indices (the tail byte zero-padded).
-pub fn packed_len(count: usize) -> Option<usize> {
-    count.checked_mul(6).map(|bits| bits.div_ceil(8))
-}
+pub use clef_formats::lut6::{packed_bytes, GROUP_ROWS, TABLE_LEN};
 
 /// Widens little-endian FP16 table bytes (the Core ML `lut` blob) to f32, exactly.
 pub fn widen_f16_tables(bytes: &[u8]) -> Vec<f32> {
@@ -60,7 +52,7 @@ impl<'a> Lut6View<'a> {
         let count = rows
             .checked_mul(cols)
             .ok_or(KernelError::ShapeOverflow { rows, cols })?;
-        let bytes = packed_len(count).ok_or(KernelError::ShapeOverflow { rows, cols })?;
+        let bytes = packed_bytes(count).ok_or(KernelError::ShapeOverflow { rows, cols })?;
         if indices.len() != bytes {
             return Err(KernelError::LengthMismatch {
                 what: "LUT-6 packed indices",
@@ -159,18 +151,10 @@ impl PanelDecode for Lut6View<'_> {
     }
 }
 
-/// Reads the index at stream position `k`.
+/// Reads the index at stream position `k` (the format's definition).
 #[inline]
 fn read_one(packed: &[u8], k: usize) -> usize {
-    let bit = 6 * k;
-    let byte = bit / 8;
-    let shift = bit % 8;
-    let mut v = u16::from(packed[byte]);
-    // bits past the byte are needed only when the index straddles two bytes
-    if shift > 2 {
-        v |= u16::from(packed[byte + 1]) << 8;
-    }
-    usize::from((v >> shift) & 0x3f)
+    usize::from(clef_formats::lut6::index_at(packed, k))
 }
 
 /// Decodes the run of `out.len()` indices starting at stream position `start`, scalar.
@@ -319,20 +303,6 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// The stream definition bit by bit (formats.md §2.3).
-    fn pack_reference(indices: &[u8]) -> Vec<u8> {
-        let mut out = vec![0u8; (indices.len() * 6).div_ceil(8)];
-        for (k, &i) in indices.iter().enumerate() {
-            for b in 0..6 {
-                if i >> b & 1 == 1 {
-                    let bit = 6 * k + b;
-                    out[bit / 8] |= 1 << (bit % 8);
-                }
-            }
-        }
-        out
-    }
-
     fn xorshift(seed: u64) -> impl FnMut() -> u64 {
         let mut x = seed | 1;
         move || {
@@ -373,7 +343,7 @@ mod tests {
             let rows = groups * GROUP_ROWS;
             let mut next = xorshift(seed);
             let idx: Vec<u8> = (0..rows * cols).map(|_| (next() % 64) as u8).collect();
-            let packed = pack_reference(&idx);
+            let packed = clef_formats::lut6::pack6(&idx).unwrap();
             let tables: Vec<f32> = (0..groups * 64).map(|_| (next() % 2001) as f32 / 1000.0 - 1.0).collect();
             let v = Lut6View::new(rows, cols, &packed, &tables).unwrap();
             let want: Vec<f32> = (0..rows * cols)

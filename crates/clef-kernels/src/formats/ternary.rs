@@ -24,46 +24,10 @@ use crate::error::KernelError;
 use crate::isa::Isa;
 use crate::weights::{prefetch_lines, PanelDecode};
 
-/// Input columns per scale.
-pub const GROUP: usize = 64;
-/// Trits per packed byte.
-pub const TRITS_PER_BYTE: usize = 5;
-/// Largest valid packed byte (3⁵ − 1).
-pub const MAX_BYTE: u8 = 242;
-
-/// Packed bytes of one row of `cols` trits.
-pub fn row_bytes(cols: usize) -> usize {
-    cols.div_ceil(TRITS_PER_BYTE)
-}
-
-/// Scale groups of one row of `cols` inputs (the last one may be shorter).
-pub fn row_groups(cols: usize) -> usize {
-    cols.div_ceil(GROUP)
-}
-
-/// Byte → its five trits in column order; invalid bytes decode to zeros.
-const fn trit_table() -> [[i8; 5]; 256] {
-    let mut t = [[0i8; 5]; 256];
-    let mut c = 0;
-    while c <= MAX_BYTE as usize {
-        let mut v = c;
-        let mut i = 0;
-        while i < 5 {
-            t[c][i] = (v % 3) as i8 - 1;
-            v /= 3;
-            i += 1;
-        }
-        c += 1;
-    }
-    t
-}
-
-static TRITS: [[i8; 5]; 256] = trit_table();
-
-/// The 256-entry decode table (bytes 243..=255 decode to zeros).
-pub fn decode_table() -> &'static [[i8; 5]; 256] {
-    &TRITS
-}
+use clef_formats::ternary::DECODE_TABLE as TRITS;
+pub use clef_formats::ternary::{
+    decode_table, row_bytes, row_groups, GROUP, MAX_BYTE, TRITS_PER_BYTE,
+};
 
 /// A `[rows, cols]` ternary matrix: packed trits and BF16 scales (little-endian bytes, any
 /// alignment), borrowed from the bundle's memory map.
@@ -562,28 +526,6 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// The format definition: digits base 3, first column least significant, padded with 1.
-    fn pack(trits: &[i8], rows: usize, cols: usize) -> Vec<u8> {
-        let rb = row_bytes(cols);
-        let mut out = vec![0u8; rows * rb];
-        for r in 0..rows {
-            for j in 0..rb {
-                let mut c = 0u32;
-                for i in (0..5).rev() {
-                    let col = 5 * j + i;
-                    let d = if col < cols {
-                        trits[r * cols + col] + 1
-                    } else {
-                        1
-                    };
-                    c = 3 * c + d as u32;
-                }
-                out[r * rb + j] = c as u8;
-            }
-        }
-        out
-    }
-
     fn xorshift(seed: u64) -> impl FnMut() -> u64 {
         let mut s = seed | 1;
         move || {
@@ -598,7 +540,10 @@ mod tests {
     fn table_inverts_the_packing() {
         for c in 0..=MAX_BYTE {
             let t = TRITS[usize::from(c)];
-            assert_eq!(pack(&t, 1, 5), vec![c]);
+            assert_eq!(
+                clef_formats::ternary::pack_trits(&t, 1, 5).unwrap(),
+                vec![c]
+            );
         }
         assert!(TRITS[243..].iter().all(|t| *t == [0; 5]));
     }
@@ -632,7 +577,7 @@ mod tests {
                                     a in 0usize..700, b in 0usize..700, align in any::<bool>()) {
             let mut next = xorshift(seed);
             let trits: Vec<i8> = (0..rows * cols).map(|_| (next() % 3) as i8 - 1).collect();
-            let mut packed = pack(&trits, rows, cols);
+            let mut packed = clef_formats::ternary::pack_trits(&trits, rows, cols).unwrap();
             if next().is_multiple_of(4) {
                 let k = (next() as usize) % packed.len();
                 packed[k] = 243 + (next() % 13) as u8;
@@ -663,7 +608,7 @@ mod tests {
         fn scalar_twin_is_the_definition(rows in 1usize..4, cols in 1usize..200, seed in any::<u64>()) {
             let mut next = xorshift(seed);
             let trits: Vec<i8> = (0..rows * cols).map(|_| (next() % 3) as i8 - 1).collect();
-            let packed = pack(&trits, rows, cols);
+            let packed = clef_formats::ternary::pack_trits(&trits, rows, cols).unwrap();
             let sv: Vec<u16> = (0..rows * row_groups(cols)).map(|_| (next() % 30000) as u16).collect();
             let scales: Vec<u8> = sv.iter().flat_map(|s| s.to_le_bytes()).collect();
             let w = TernaryView::new(rows, cols, &packed, &scales).unwrap().dequantize();

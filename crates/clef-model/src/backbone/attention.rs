@@ -2,15 +2,37 @@
 //! q/k norms, partial M-RoPE, grouped-query causal attention over the KV cache, sigmoid output
 //! gate, output projection.
 
-use crate::ane::precision::attention_fp16;
 use crate::checkpoint::TensorSet;
 use crate::config::TextConfig;
 use crate::error::Result;
+use crate::forward::{LinearKind, Pass};
 use crate::linear::Linear;
-use clef_kernels::{causal_attention, rms_norm, sigmoid};
+use crate::numerics::AttentionShape;
+use clef_kernels::{mul_sigmoid_in_place, rms_norm};
 
 use super::rope::Rope;
-use super::state::{sized, KvCache, Scratch};
+use super::scratch::sized;
+use super::state::KvCache;
+
+/// Activation buffers of one attention chunk, reused across layers and chunks.
+#[derive(Default)]
+pub struct AttentionScratch {
+    /// `[n, heads · head_dim · (2 if gated)]`: the packed query/gate projection.
+    q_packed: Vec<f32>,
+    /// `[n, heads, head_dim]`: the queries, unpacked.
+    q: Vec<f32>,
+    /// `[n, heads, head_dim]`: the output gate, unpacked.
+    gate: Vec<f32>,
+    /// The queries after their norm and rotary embedding.
+    q_rotated: Vec<f32>,
+    /// `[n, kv_heads, head_dim]`: the key projection.
+    k: Vec<f32>,
+    /// The keys after their norm and rotary embedding (what the cache keeps).
+    k_rotated: Vec<f32>,
+    v: Vec<f32>,
+    /// `[n, heads, head_dim]`: the attention output (the input of `o_proj`).
+    context: Vec<f32>,
+}
 
 pub struct Attention {
     pub q_proj: Linear,
@@ -34,24 +56,24 @@ impl Attention {
         // `attention_bias` gives all four projections a bias, as in transformers.
         let bias = t.attention_bias;
         Ok(Attention {
-            q_proj: Linear::take(set, &format!("{prefix}.q_proj"), q_rows, h, bias)?,
+            q_proj: Linear::take(set, &LinearKind::AttentionQ.under(prefix), q_rows, h, bias)?,
             k_proj: Linear::take(
                 set,
-                &format!("{prefix}.k_proj"),
+                &LinearKind::AttentionK.under(prefix),
                 t.num_key_value_heads * d,
                 h,
                 bias,
             )?,
             v_proj: Linear::take(
                 set,
-                &format!("{prefix}.v_proj"),
+                &LinearKind::AttentionV.under(prefix),
                 t.num_key_value_heads * d,
                 h,
                 bias,
             )?,
             o_proj: Linear::take(
                 set,
-                &format!("{prefix}.o_proj"),
+                &LinearKind::AttentionO.under(prefix),
                 h,
                 t.num_attention_heads * d,
                 bias,
@@ -91,16 +113,17 @@ impl Attention {
         sin: &[f32],
         cache: &mut KvCache,
         out: &mut [f32],
-        s: &mut Scratch,
+        s: &mut AttentionScratch,
+        pass: &mut Pass,
     ) -> Result<()> {
         let (hq, hkv, d) = (self.heads, self.kv_heads, self.head_dim);
-        let packed = sized(&mut s.a, n * self.q_proj.rows);
-        self.q_proj.forward(x, n, packed)?;
-        s.precision.round_activations(packed);
+        let packed = sized(&mut s.q_packed, n * self.q_proj.rows);
+        pass.linear(LinearKind::AttentionQ, &self.q_proj, x, n, packed)?;
+        pass.boundary(packed);
 
         // Unpack per head: [query (d) | gate (d)] when gated.
-        let q = sized(&mut s.b, n * hq * d);
-        let gate = sized(&mut s.c, n * hq * d);
+        let q = sized(&mut s.q, n * hq * d);
+        let gate = sized(&mut s.gate, n * hq * d);
         let per_head = if self.gated { 2 * d } else { d };
         for r in 0..n {
             for h in 0..hq {
@@ -112,55 +135,42 @@ impl Attention {
                 }
             }
         }
-        let qn = sized(&mut s.d, n * hq * d);
+        let qn = sized(&mut s.q_rotated, n * hq * d);
         rms_norm(q, d, &self.q_norm, self.eps, true, qn);
         rope.apply(qn, n, hq, d, cos, sin);
-        s.precision.round_activations(qn);
+        pass.boundary(qn);
 
-        let k = sized(&mut s.e, n * hkv * d);
-        self.k_proj.forward(x, n, k)?;
-        s.precision.round_activations(k);
-        let kn = sized(&mut s.f, n * hkv * d);
+        let k = sized(&mut s.k, n * hkv * d);
+        pass.linear(LinearKind::AttentionK, &self.k_proj, x, n, k)?;
+        pass.boundary(k);
+        let kn = sized(&mut s.k_rotated, n * hkv * d);
         rms_norm(k, d, &self.k_norm, self.eps, true, kn);
         rope.apply(kn, n, hkv, d, cos, sin);
-        s.precision.round_activations(kn);
-        let v = sized(&mut s.g, n * hkv * d);
-        self.v_proj.forward(x, n, v)?;
-        s.precision.round_activations(v);
+        pass.boundary(kn);
+        let v = sized(&mut s.v, n * hkv * d);
+        pass.linear(LinearKind::AttentionV, &self.v_proj, x, n, v)?;
+        pass.boundary(v);
 
         cache.k.extend_from_slice(kn);
         cache.v.extend_from_slice(v);
         cache.len += n;
 
-        let attn = sized(&mut s.mixer_out, n * hq * d);
-        let scale = 1.0 / (d as f32).sqrt();
-        if s.precision.is_fp16() {
-            // FP16 probabilities scaled by 16 before the product with V (formats.md §2.8)
-            attention_fp16(
-                qn,
-                &cache.k,
-                &cache.v,
-                n,
-                cache.len,
-                hq,
-                hkv,
-                d,
-                scale,
-                Some(cache.len - n),
-                attn,
-            );
-        } else {
-            causal_attention(
-                qn, &cache.k, &cache.v, n, cache.len, hq, hkv, d, scale, attn,
-            );
-        }
+        let attn = sized(&mut s.context, n * hq * d);
+        let shape = AttentionShape {
+            nq: n,
+            nk: cache.len,
+            hq,
+            hkv,
+            d,
+            scale: 1.0 / (d as f32).sqrt(),
+            causal: true,
+        };
+        pass.numerics.attention(qn, &cache.k, &cache.v, shape, attn);
         if self.gated {
-            for (a, g) in attn.iter_mut().zip(gate.iter()) {
-                *a *= sigmoid(*g);
-            }
+            mul_sigmoid_in_place(attn, gate);
         }
-        s.precision.round_activations(attn);
-        self.o_proj.forward(attn, n, out)
+        pass.boundary(attn);
+        pass.linear(LinearKind::AttentionO, &self.o_proj, attn, n, out)
     }
 
     pub fn release(&self) {

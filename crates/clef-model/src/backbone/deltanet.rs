@@ -5,12 +5,37 @@
 use crate::checkpoint::TensorSet;
 use crate::config::TextConfig;
 use crate::error::Result;
+use crate::forward::{LinearKind, Pass};
 use crate::linear::Linear;
 use clef_kernels::{
-    gated_delta_rule, l2_normalize, rms_norm_gated, sigmoid, silu_in_place, softplus, DeltaNetDims,
+    causal_conv1d, deltanet_gates, gated_delta_rule, l2_normalize, rms_norm_gated, scale_in_place,
+    silu_in_place, DeltaNetDims,
 };
 
-use super::state::{sized, DeltaNetState, Scratch};
+use super::scratch::sized;
+use super::state::DeltaNetState;
+
+/// Activation buffers of one DeltaNet chunk, reused across layers and chunks.
+#[derive(Default)]
+pub struct DeltaNetScratch {
+    /// `[hist + n, conv_dim]`: the carried conv history, then the new `in_proj_qkv` rows.
+    conv_in: Vec<f32>,
+    /// `[n, conv_dim]`: the conv output after SiLU.
+    conv_out: Vec<f32>,
+    /// `[n, value_dim]`: the output gate projection.
+    z: Vec<f32>,
+    /// `[n, v_heads]`: the write-strength projection, then β.
+    beta: Vec<f32>,
+    /// `[n, v_heads]`: the decay projection, then g.
+    decay: Vec<f32>,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    /// `[n, value_dim]`: the delta rule's output.
+    core_out: Vec<f32>,
+    /// `[n, value_dim]`: the gated RMSNorm of it (the input of `out_proj`).
+    gated_norm: Vec<f32>,
+}
 
 pub struct DeltaNet {
     pub in_proj_qkv: Linear,
@@ -56,11 +81,41 @@ impl DeltaNet {
             .take(&format!("{prefix}.A_log"), &[dims.v_heads])?
             .to_f32()?;
         Ok(DeltaNet {
-            in_proj_qkv: Linear::take(set, &format!("{prefix}.in_proj_qkv"), conv_dim, h, false)?,
-            in_proj_z: Linear::take(set, &format!("{prefix}.in_proj_z"), value_dim, h, false)?,
-            in_proj_b: Linear::take(set, &format!("{prefix}.in_proj_b"), dims.v_heads, h, false)?,
-            in_proj_a: Linear::take(set, &format!("{prefix}.in_proj_a"), dims.v_heads, h, false)?,
-            out_proj: Linear::take(set, &format!("{prefix}.out_proj"), h, value_dim, false)?,
+            in_proj_qkv: Linear::take(
+                set,
+                &LinearKind::DeltaNetQkv.under(prefix),
+                conv_dim,
+                h,
+                false,
+            )?,
+            in_proj_z: Linear::take(
+                set,
+                &LinearKind::DeltaNetZ.under(prefix),
+                value_dim,
+                h,
+                false,
+            )?,
+            in_proj_b: Linear::take(
+                set,
+                &LinearKind::DeltaNetB.under(prefix),
+                dims.v_heads,
+                h,
+                false,
+            )?,
+            in_proj_a: Linear::take(
+                set,
+                &LinearKind::DeltaNetA.under(prefix),
+                dims.v_heads,
+                h,
+                false,
+            )?,
+            out_proj: Linear::take(
+                set,
+                &LinearKind::DeltaNetOut.under(prefix),
+                h,
+                value_dim,
+                false,
+            )?,
             conv,
             neg_a: a_log.iter().map(|a| -a.exp()).collect(),
             dt_bias: set
@@ -93,7 +148,8 @@ impl DeltaNet {
         n: usize,
         state: &mut DeltaNetState,
         out: &mut [f32],
-        s: &mut Scratch,
+        s: &mut DeltaNetScratch,
+        pass: &mut Pass,
     ) -> Result<()> {
         let d = &self.dims;
         let conv_dim = self.conv_dim();
@@ -102,85 +158,62 @@ impl DeltaNet {
         let hist = self.kernel - 1;
 
         // Pre-conv rows with the carried history in front: [hist + n, conv_dim].
-        let ext = sized(&mut s.a, (hist + n) * conv_dim);
-        ext[..hist * conv_dim].copy_from_slice(&state.conv);
-        self.in_proj_qkv
-            .forward(x, n, &mut ext[hist * conv_dim..])?;
-        s.precision.round_activations(&mut ext[hist * conv_dim..]);
-        let z = sized(&mut s.b, n * value_dim);
-        self.in_proj_z.forward(x, n, z)?;
-        s.precision.round_activations(z);
-        let braw = sized(&mut s.c, n * d.v_heads);
-        self.in_proj_b.forward(x, n, braw)?;
-        s.precision.round_activations(braw);
-        let araw = sized(&mut s.d, n * d.v_heads);
-        self.in_proj_a.forward(x, n, araw)?;
-        s.precision.round_activations(araw);
+        let conv_in = sized(&mut s.conv_in, (hist + n) * conv_dim);
+        conv_in[..hist * conv_dim].copy_from_slice(&state.conv);
+        let new_rows = &mut conv_in[hist * conv_dim..];
+        pass.linear(LinearKind::DeltaNetQkv, &self.in_proj_qkv, x, n, new_rows)?;
+        pass.boundary(new_rows);
+        let z = sized(&mut s.z, n * value_dim);
+        pass.linear(LinearKind::DeltaNetZ, &self.in_proj_z, x, n, z)?;
+        pass.boundary(z);
+        let beta = sized(&mut s.beta, n * d.v_heads);
+        pass.linear(LinearKind::DeltaNetB, &self.in_proj_b, x, n, beta)?;
+        pass.boundary(beta);
+        let decay = sized(&mut s.decay, n * d.v_heads);
+        pass.linear(LinearKind::DeltaNetA, &self.in_proj_a, x, n, decay)?;
+        pass.boundary(decay);
 
         // Causal depthwise conv (taps over the carried history), SiLU, then split into q, k, v.
-        let y = sized(&mut s.h, n * conv_dim);
+        let conv_out = sized(&mut s.conv_out, n * conv_dim);
+        causal_conv1d(conv_in, &self.conv, conv_dim, n, conv_out);
+        silu_in_place(conv_out);
+        pass.boundary(conv_out);
+        let q = sized(&mut s.q, n * key_dim);
+        let k = sized(&mut s.k, n * key_dim);
+        let v = sized(&mut s.v, n * value_dim);
         for t in 0..n {
-            let out = &mut y[t * conv_dim..(t + 1) * conv_dim];
-            for (j, w) in self.conv.chunks_exact(conv_dim).enumerate() {
-                let src = &ext[(t + j) * conv_dim..(t + j + 1) * conv_dim];
-                if j == 0 {
-                    for ((o, wv), xv) in out.iter_mut().zip(w).zip(src) {
-                        *o = wv * xv;
-                    }
-                } else {
-                    for ((o, wv), xv) in out.iter_mut().zip(w).zip(src) {
-                        *o += wv * xv;
-                    }
-                }
-            }
-        }
-        silu_in_place(y);
-        s.precision.round_activations(y);
-        let q = sized(&mut s.e, n * key_dim);
-        let k = sized(&mut s.f, n * key_dim);
-        let v = sized(&mut s.g, n * value_dim);
-        for t in 0..n {
-            let row = &y[t * conv_dim..(t + 1) * conv_dim];
+            let row = &conv_out[t * conv_dim..(t + 1) * conv_dim];
             q[t * key_dim..(t + 1) * key_dim].copy_from_slice(&row[..key_dim]);
             k[t * key_dim..(t + 1) * key_dim].copy_from_slice(&row[key_dim..2 * key_dim]);
             v[t * value_dim..(t + 1) * value_dim].copy_from_slice(&row[2 * key_dim..]);
         }
         state
             .conv
-            .copy_from_slice(&ext[n * conv_dim..(n + hist) * conv_dim]);
+            .copy_from_slice(&conv_in[n * conv_dim..(n + hist) * conv_dim]);
 
         l2_normalize(q, d.dk, 1e-6);
         l2_normalize(k, d.dk, 1e-6);
-        let scale = 1.0 / (d.dk as f32).sqrt();
-        for qv in q.iter_mut() {
-            *qv *= scale;
-        }
-        s.precision.round_activations(q);
-        s.precision.round_activations(k);
+        scale_in_place(q, 1.0 / (d.dk as f32).sqrt());
+        pass.boundary(q);
+        pass.boundary(k);
 
         // Gates, per token and value head (f32): decay g = -exp(A_log)·softplus(a + dt_bias),
-        // write strength β = σ(b). Reuse the raw buffers in place.
-        for t in 0..n {
-            for h in 0..d.v_heads {
-                let i = t * d.v_heads + h;
-                araw[i] = self.neg_a[h] * softplus(araw[i] + self.dt_bias[h]);
-                braw[i] = sigmoid(braw[i]);
-            }
-        }
-        s.precision.round_activations(araw);
-        s.precision.round_activations(braw);
+        // write strength β = σ(b), in place of the raw projections.
+        deltanet_gates(decay, beta, &self.neg_a, &self.dt_bias);
+        pass.boundary(decay);
+        pass.boundary(beta);
 
-        let o = sized(&mut s.mixer_out, n * value_dim);
-        gated_delta_rule(q, k, v, araw, braw, n, d, &mut state.ssm, o);
-        // the recurrent state is an FP16 program output between calls
-        s.precision.round_activations(&mut state.ssm);
-        s.precision.round_activations(o);
+        let core = sized(&mut s.core_out, n * value_dim);
+        gated_delta_rule(q, k, v, decay, beta, n, d, &mut state.ssm, core);
+        // the recurrent state is a program output between calls
+        pass.boundary(&mut state.ssm);
+        pass.boundary(core);
 
         // Gated RMSNorm per value head: w · RMSNorm(o) · SiLU(z), plain weight.
-        let normed = sized(&mut s.a, n * value_dim);
-        rms_norm_gated(o, z, d.dv, &self.norm, self.eps, normed);
-        s.precision.round_activations(normed);
-        self.out_proj.forward(normed, n, out)
+        let normed = sized(&mut s.gated_norm, n * value_dim);
+        rms_norm_gated(core, z, d.dv, &self.norm, self.eps, normed);
+        pass.boundary(normed);
+        pass.linear(LinearKind::DeltaNetOut, &self.out_proj, normed, n, out)
     }
 
     pub fn release(&self) {

@@ -1,12 +1,12 @@
 //! SwiGLU feed-forward: `down(SiLU(gate x) ⊙ up x)`.
 
-use crate::ane::precision::Precision;
 use crate::checkpoint::TensorSet;
 use crate::error::Result;
+use crate::forward::{LinearKind, Pass};
 use crate::linear::Linear;
-use clef_kernels::swiglu_in_place;
+use clef_kernels::{scale_in_place, swiglu_in_place, unscale_in_place};
 
-use super::state::sized;
+use super::scratch::sized;
 
 pub struct Mlp {
     pub gate: Linear,
@@ -14,57 +14,53 @@ pub struct Mlp {
     pub down: Linear,
 }
 
+/// Activation buffers of one MLP chunk, reused across layers and chunks.
+#[derive(Default)]
+pub struct MlpScratch {
+    /// `[n, intermediate]`: the gate projection, then `SiLU(gate) ⊙ up` (the input of `down`).
+    gate: Vec<f32>,
+    /// `[n, intermediate]`: the up projection.
+    up: Vec<f32>,
+}
+
 impl Mlp {
     pub fn take(set: &mut TensorSet, prefix: &str, hidden: usize, inter: usize) -> Result<Self> {
+        let take = |set: &mut TensorSet, kind: LinearKind, rows, cols| {
+            Linear::take(set, &kind.under(prefix), rows, cols, false)
+        };
         Ok(Mlp {
-            gate: Linear::take(set, &format!("{prefix}.gate_proj"), inter, hidden, false)?,
-            up: Linear::take(set, &format!("{prefix}.up_proj"), inter, hidden, false)?,
-            down: Linear::take(set, &format!("{prefix}.down_proj"), hidden, inter, false)?,
+            gate: take(set, LinearKind::MlpGate, inter, hidden)?,
+            up: take(set, LinearKind::MlpUp, inter, hidden)?,
+            down: take(set, LinearKind::MlpDown, hidden, inter)?,
         })
     }
 
+    /// `out = down(SiLU(gate x) ⊙ up x)` for `n` rows, with the numerics' boundaries and the
+    /// down-projection input scale of this layer (formats.md §2.8: 1 in the reference).
     pub fn forward(
         &self,
         x: &[f32],
         n: usize,
         out: &mut [f32],
-        gate_buf: &mut Vec<f32>,
-        up_buf: &mut Vec<f32>,
-    ) -> Result<()> {
-        self.forward_with(x, n, out, gate_buf, up_buf, &mut Precision::default(), 0)
-    }
-
-    /// [`Mlp::forward`] with the activation-precision hooks of layer `layer`: FP16 rounding of
-    /// the intermediates and the down-projection input scale (formats.md §2.8), and the
-    /// calibration of that scale. In f32 mode the result is identical to `forward`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn forward_with(
-        &self,
-        x: &[f32],
-        n: usize,
-        out: &mut [f32],
-        gate_buf: &mut Vec<f32>,
-        up_buf: &mut Vec<f32>,
-        precision: &mut Precision,
-        layer: usize,
+        s: &mut MlpScratch,
+        pass: &mut Pass,
     ) -> Result<()> {
         let inter = self.gate.rows;
-        let gate = sized(gate_buf, n * inter);
-        self.gate.forward(x, n, gate)?;
-        precision.round_activations(gate);
-        let up = sized(up_buf, n * inter);
-        self.up.forward(x, n, up)?;
-        precision.round_activations(up);
+        let gate = sized(&mut s.gate, n * inter);
+        pass.linear(LinearKind::MlpGate, &self.gate, x, n, gate)?;
+        pass.boundary(gate);
+        let up = sized(&mut s.up, n * inter);
+        pass.linear(LinearKind::MlpUp, &self.up, x, n, up)?;
+        pass.boundary(up);
         swiglu_in_place(gate, up);
-        precision.observe_mlp(layer, gate);
-        let s = precision.down_scale(layer);
-        if s != 1.0 {
-            gate.iter_mut().for_each(|g| *g *= s);
+        let scale = pass.numerics.down_scale(pass.layer);
+        if scale != 1.0 {
+            scale_in_place(gate, scale);
         }
-        precision.round_activations(gate);
-        self.down.forward(gate, n, out)?;
-        if s != 1.0 {
-            out.iter_mut().for_each(|o| *o /= s);
+        pass.boundary(gate);
+        pass.linear(LinearKind::MlpDown, &self.down, gate, n, out)?;
+        if scale != 1.0 {
+            unscale_in_place(out, scale);
         }
         Ok(())
     }

@@ -7,19 +7,32 @@ pub mod attention;
 pub mod deltanet;
 pub mod mlp;
 pub mod rope;
+pub mod scratch;
 pub mod state;
 
 use crate::checkpoint::TensorSet;
 use crate::config::{LayerKind, ModelConfig};
 use crate::error::{ModelError, Result};
+use crate::forward::{LinearId, LinearKind, Pass};
+use crate::linear::Linear;
 use crate::model::MediaRows;
 use crate::rows::RowTable;
 use attention::Attention;
-use clef_kernels::rms_norm;
+use clef_kernels::{add_in_place, rms_norm};
 use deltanet::DeltaNet;
 use mlp::Mlp;
 use rope::{Positions, Rope};
-use state::{sized, LayerState, Scratch, SequenceState};
+use scratch::{sized, Scratch};
+use state::{LayerState, SequenceState};
+
+/// `(start, rows)` of each run of at most `chunk` rows over a sequence of `len` (chunk 0 is
+/// taken as 1): the one place the prefill's chunking is decided.
+pub fn chunks(len: usize, chunk: usize) -> impl Iterator<Item = (usize, usize)> {
+    let chunk = chunk.max(1);
+    (0..len)
+        .step_by(chunk)
+        .map(move |s| (s, chunk.min(len - s)))
+}
 
 pub const PREFIX: &str = "model.language_model";
 
@@ -49,6 +62,64 @@ impl Layer {
             Mixer::Attention(m) => m.release(),
         }
         self.mlp.release();
+    }
+
+    /// The linears of this layer, in execution order.
+    pub fn linear_kinds(&self) -> &'static [LinearKind] {
+        use LinearKind::*;
+        match self.mixer {
+            Mixer::DeltaNet(_) => &[
+                DeltaNetQkv,
+                DeltaNetZ,
+                DeltaNetB,
+                DeltaNetA,
+                DeltaNetOut,
+                MlpGate,
+                MlpUp,
+                MlpDown,
+            ],
+            Mixer::Attention(_) => &[
+                AttentionQ, AttentionK, AttentionV, AttentionO, MlpGate, MlpUp, MlpDown,
+            ],
+        }
+    }
+
+    pub fn linear(&self, kind: LinearKind) -> Option<&Linear> {
+        use LinearKind::*;
+        Some(match (&self.mixer, kind) {
+            (Mixer::DeltaNet(d), DeltaNetQkv) => &d.in_proj_qkv,
+            (Mixer::DeltaNet(d), DeltaNetZ) => &d.in_proj_z,
+            (Mixer::DeltaNet(d), DeltaNetB) => &d.in_proj_b,
+            (Mixer::DeltaNet(d), DeltaNetA) => &d.in_proj_a,
+            (Mixer::DeltaNet(d), DeltaNetOut) => &d.out_proj,
+            (Mixer::Attention(a), AttentionQ) => &a.q_proj,
+            (Mixer::Attention(a), AttentionK) => &a.k_proj,
+            (Mixer::Attention(a), AttentionV) => &a.v_proj,
+            (Mixer::Attention(a), AttentionO) => &a.o_proj,
+            (_, MlpGate) => &self.mlp.gate,
+            (_, MlpUp) => &self.mlp.up,
+            (_, MlpDown) => &self.mlp.down,
+            _ => return None,
+        })
+    }
+
+    pub fn linear_mut(&mut self, kind: LinearKind) -> Option<&mut Linear> {
+        use LinearKind::*;
+        Some(match (&mut self.mixer, kind) {
+            (Mixer::DeltaNet(d), DeltaNetQkv) => &mut d.in_proj_qkv,
+            (Mixer::DeltaNet(d), DeltaNetZ) => &mut d.in_proj_z,
+            (Mixer::DeltaNet(d), DeltaNetB) => &mut d.in_proj_b,
+            (Mixer::DeltaNet(d), DeltaNetA) => &mut d.in_proj_a,
+            (Mixer::DeltaNet(d), DeltaNetOut) => &mut d.out_proj,
+            (Mixer::Attention(a), AttentionQ) => &mut a.q_proj,
+            (Mixer::Attention(a), AttentionK) => &mut a.k_proj,
+            (Mixer::Attention(a), AttentionV) => &mut a.v_proj,
+            (Mixer::Attention(a), AttentionO) => &mut a.o_proj,
+            (_, MlpGate) => &mut self.mlp.gate,
+            (_, MlpUp) => &mut self.mlp.up,
+            (_, MlpDown) => &mut self.mlp.down,
+            _ => return None,
+        })
     }
 }
 
@@ -162,8 +233,20 @@ impl Backbone {
         Ok(())
     }
 
+    /// Fresh state of layer `li` alone, for a sequence of up to `capacity` rows.
+    pub fn new_layer_state(&self, li: usize, capacity: usize) -> Result<LayerState> {
+        match self.layers.get(li).map(|l| &l.mixer) {
+            Some(Mixer::DeltaNet(m)) => Ok(LayerState::DeltaNet(m.new_state())),
+            Some(Mixer::Attention(m)) => Ok(LayerState::Attention(m.new_cache(capacity))),
+            None => Err(ModelError::Input(format!(
+                "layer {li} of a {}-layer backbone",
+                self.layers.len()
+            ))),
+        }
+    }
+
     /// Run layer `li` over `n` rows `x` ([n, hidden], updated in place) that sit at sequence
-    /// rows `start..start + n`.
+    /// rows `start..start + n`, advancing the layer's `state`.
     #[allow(clippy::too_many_arguments)]
     pub fn forward_layer(
         &self,
@@ -172,58 +255,61 @@ impl Backbone {
         n: usize,
         start: usize,
         pos: &Positions,
-        state: &mut SequenceState,
+        state: &mut LayerState,
         s: &mut Scratch,
+        pass: &mut Pass,
     ) -> Result<()> {
         let h = self.hidden;
-        let layer = &self.layers[li];
-        let mut normed = std::mem::take(&mut s.normed);
-        let mut mixed = std::mem::take(&mut s.block_out);
-        let result = (|| {
-            // FP16 emulation: program inputs/outputs and op boundaries in FP16 (no-op in f32)
-            s.precision.round_activations(x);
-            let xn = sized(&mut normed, n * h);
-            rms_norm(x, h, &layer.input_norm, self.eps, true, xn);
-            s.precision.round_activations(xn);
-            let out = sized(&mut mixed, n * h);
-            match (&layer.mixer, &mut state.layers[li]) {
-                (Mixer::DeltaNet(m), LayerState::DeltaNet(st)) => m.forward(xn, n, st, out, s)?,
-                (Mixer::Attention(m), LayerState::Attention(cache)) => {
-                    if cache.len != start {
-                        return Err(ModelError::Input(format!(
-                            "layer {li}: KV cache holds {} rows but the chunk starts at row {start}",
-                            cache.len
-                        )));
-                    }
-                    let (cos, sin) = self.rope.tables(pos, start, n);
-                    m.forward(xn, n, &self.rope, &cos, &sin, cache, out, s)?
-                }
-                _ => {
+        let layer = self.layers.get(li).ok_or_else(|| {
+            ModelError::Input(format!(
+                "layer {li} of a {}-layer backbone",
+                self.layers.len()
+            ))
+        })?;
+        pass.layer = li;
+        let Scratch {
+            normed,
+            block_out,
+            deltanet,
+            attention,
+            mlp,
+        } = s;
+        // the residual stream enters a program (a no-op in the reference numerics)
+        pass.boundary(x);
+        let xn = sized(normed, n * h);
+        rms_norm(x, h, &layer.input_norm, self.eps, true, xn);
+        pass.boundary(xn);
+        let out = sized(block_out, n * h);
+        match (&layer.mixer, state) {
+            (Mixer::DeltaNet(m), LayerState::DeltaNet(st)) => {
+                m.forward(xn, n, st, out, deltanet, pass)?
+            }
+            (Mixer::Attention(m), LayerState::Attention(cache)) => {
+                if cache.len != start {
                     return Err(ModelError::Input(format!(
-                        "layer {li}: state does not match the layer kind"
-                    )))
+                        "layer {li}: KV cache holds {} rows but the chunk starts at row {start}",
+                        cache.len
+                    )));
                 }
+                let (cos, sin) = self.rope.tables(pos, start, n);
+                m.forward(xn, n, &self.rope, &cos, &sin, cache, out, attention, pass)?
             }
-            s.precision.round_activations(out);
-            for (xv, o) in x.iter_mut().zip(out.iter()) {
-                *xv += o;
+            _ => {
+                return Err(ModelError::Input(format!(
+                    "layer {li}: state does not match the layer kind"
+                )))
             }
-            s.precision.round_activations(x);
-            rms_norm(x, h, &layer.post_norm, self.eps, true, xn);
-            s.precision.round_activations(xn);
-            layer
-                .mlp
-                .forward_with(xn, n, out, &mut s.d, &mut s.e, &mut s.precision, li)?;
-            s.precision.round_activations(out);
-            for (xv, o) in x.iter_mut().zip(out.iter()) {
-                *xv += o;
-            }
-            s.precision.round_activations(x);
-            Ok(())
-        })();
-        s.normed = normed;
-        s.block_out = mixed;
-        result
+        }
+        pass.boundary(out);
+        add_in_place(&mut x[..n * h], out);
+        pass.boundary(x);
+        rms_norm(x, h, &layer.post_norm, self.eps, true, xn);
+        pass.boundary(xn);
+        layer.mlp.forward(xn, n, out, mlp, pass)?;
+        pass.boundary(out);
+        add_in_place(&mut x[..n * h], out);
+        pass.boundary(x);
+        Ok(())
     }
 
     /// Run every layer over the next `n` rows of the sequence, then the final norm; `x` holds
@@ -235,6 +321,7 @@ impl Backbone {
         pos: &Positions,
         state: &mut SequenceState,
         s: &mut Scratch,
+        pass: &mut Pass,
     ) -> Result<()> {
         let start = state.position;
         if start + n > pos.len() {
@@ -242,19 +329,76 @@ impl Backbone {
                 "positions shorter than the sequence".into(),
             ));
         }
-        for li in 0..self.layers.len() {
-            self.forward_layer(li, x, n, start, pos, state, s)?;
+        for (li, layer_state) in state.layers.iter_mut().enumerate() {
+            self.forward_layer(li, x, n, start, pos, layer_state, s, pass)?;
         }
         state.position += n;
         self.final_norm_in_place(x, n, s);
         Ok(())
     }
 
+    /// Run layer `li` over a whole sequence `x` (`[len, hidden]`, updated in place) from a
+    /// fresh state, `chunk` rows at a time (layer-major prefill, and the converters' layer-by-
+    /// layer calibration). `cancelled` is polled before every chunk.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run_layer(
+        &self,
+        li: usize,
+        x: &mut [f32],
+        pos: &Positions,
+        chunk: usize,
+        s: &mut Scratch,
+        pass: &mut Pass,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<()> {
+        let h = self.hidden;
+        let len = x.len() / h;
+        if len > pos.len() {
+            return Err(ModelError::Input(
+                "positions shorter than the sequence".into(),
+            ));
+        }
+        let mut state = self.new_layer_state(li, len)?;
+        for (start, n) in chunks(len, chunk) {
+            if cancelled() {
+                return Err(ModelError::Cancelled);
+            }
+            let rows = &mut x[start * h..(start + n) * h];
+            self.forward_layer(li, rows, n, start, pos, &mut state, s, pass)?;
+        }
+        Ok(())
+    }
+
+    /// The final norm of `n` rows `x`, in place.
     pub fn final_norm_in_place(&self, x: &mut [f32], n: usize, s: &mut Scratch) {
         let h = self.hidden;
         let tmp = sized(&mut s.normed, n * h);
         rms_norm(x, h, &self.final_norm, self.eps, true, tmp);
         x[..n * h].copy_from_slice(tmp);
+    }
+
+    /// Linear `id`, if the backbone has it.
+    pub fn linear(&self, id: LinearId) -> Option<&Linear> {
+        self.layers.get(id.layer)?.linear(id.kind)
+    }
+
+    /// Linear `id` for replacing its weight (a converter swaps in the quantized form).
+    pub fn linear_mut(&mut self, id: LinearId) -> Option<&mut Linear> {
+        self.layers.get_mut(id.layer)?.linear_mut(id.kind)
+    }
+
+    /// Drop layer `li`'s weights for good: a converter that has written a layer and will not
+    /// run it again frees what it held (quantized copies in memory, mapped pages). Running the
+    /// layer afterwards is an error naming the weight.
+    pub fn unload_layer(&mut self, li: usize) {
+        if let Some(layer) = self.layers.get_mut(li) {
+            layer.release();
+            for kind in layer.linear_kinds() {
+                if let Some(l) = layer.linear_mut(*kind) {
+                    l.unload();
+                }
+            }
+        }
     }
 
     /// Drop the pages of layer `li` from memory (weights are mmapped; they are read back from

@@ -41,30 +41,3 @@ impl SequenceState {
             .sum()
     }
 }
-
-/// Reusable activation buffers of one chunk, so a long prefill does not allocate (and page
-/// fault) fresh megabytes for every layer of every chunk.
-#[derive(Default)]
-pub struct Scratch {
-    pub normed: Vec<f32>,
-    pub block_out: Vec<f32>,
-    pub mixer_out: Vec<f32>,
-    pub a: Vec<f32>,
-    pub b: Vec<f32>,
-    pub c: Vec<f32>,
-    pub d: Vec<f32>,
-    pub e: Vec<f32>,
-    pub f: Vec<f32>,
-    pub g: Vec<f32>,
-    pub h: Vec<f32>,
-    /// Activation precision of the run (FP16 emulation hooks; f32 by default).
-    pub precision: crate::ane::precision::Precision,
-}
-
-/// Resize `v` to `len` and hand it out. Contents are unspecified; callers overwrite.
-pub fn sized(v: &mut Vec<f32>, len: usize) -> &mut [f32] {
-    if v.len() < len {
-        v.resize(len, 0.0);
-    }
-    &mut v[..len]
-}

@@ -192,9 +192,6 @@ pub fn backbone_files(dir: &Path) -> Result<Vec<PathBuf>> {
 /// the shard the index names and every indexed tensor must exist, so a damaged or mixed-up
 /// download is refused by name rather than half-loaded.
 pub fn open_backbone(dir: &Path) -> Result<TensorSet> {
-    if let Some(set) = crate::ane::bundle::open_lut6(dir)? {
-        return Ok(set);
-    }
     let mut set = TensorSet::new();
     for f in backbone_files(dir)? {
         set.add_file(&f)?;

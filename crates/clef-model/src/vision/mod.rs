@@ -9,13 +9,13 @@
 pub mod pos_embed;
 pub mod rope2d;
 
-use crate::ane::precision::{attention_fp16, Precision};
 use crate::checkpoint::TensorSet;
 use crate::config::VisionConfig;
 use crate::error::{ModelError, Result};
 use crate::head::Norm;
 use crate::linear::Linear;
-use clef_kernels::{attention, gelu_erf_in_place, gelu_tanh_in_place, layer_norm};
+use crate::numerics::{AttentionShape, Exact, Numerics};
+use clef_kernels::{add_in_place, gelu_erf_in_place, gelu_tanh_in_place, layer_norm};
 use rope2d::VisionRope;
 
 const PREFIX: &str = "model.visual";
@@ -204,17 +204,16 @@ impl VisionTower {
     /// Merged embeddings of every item, `[patches/4, out_hidden]` each, computing
     /// `slab_rows` patch rows at a time.
     pub fn forward(&self, items: &[VisionItem], slab_rows: usize) -> Result<Vec<Vec<f32>>> {
-        self.forward_with(items, slab_rows, &Precision::default())
+        self.forward_with(items, slab_rows, &Exact)
     }
 
-    /// [`VisionTower::forward`] with an activation precision. In FP16 mode (the ANE's vision
-    /// programs, formats.md §2.9) every block runs with FP16 activations and a non-finite value
-    /// in a block's output is refused with [`ModelError::Fp16Overflow`].
+    /// [`VisionTower::forward`] with the run's numerics: every block is one program of a
+    /// program-based backend (formats.md §2.9), whose output the numerics may refuse.
     pub fn forward_with(
         &self,
         items: &[VisionItem],
         slab_rows: usize,
-        precision: &Precision,
+        numerics: &dyn Numerics,
     ) -> Result<Vec<Vec<f32>>> {
         let pd = self.patch_dim();
         let m2 = self.cfg.spatial_merge_size * self.cfg.spatial_merge_size;
@@ -246,7 +245,7 @@ impl VisionTower {
             .map(|it| vec![0.0; it.grid.patches() / m2 * out_dim])
             .collect();
         for slab in pack_slabs(&lengths, slab_rows.max(1)) {
-            let merged = self.run_slab(items, &slab, precision)?;
+            let merged = self.run_slab(items, &slab, numerics)?;
             let mut off = 0;
             for seg in &slab {
                 let rows = seg.len / m2;
@@ -263,7 +262,7 @@ impl VisionTower {
         &self,
         items: &[VisionItem],
         slab: &[SlabSegment],
-        precision: &Precision,
+        numerics: &dyn Numerics,
     ) -> Result<Vec<f32>> {
         let d = self.cfg.hidden_size;
         let pd = self.patch_dim();
@@ -282,12 +281,10 @@ impl VisionTower {
             pos.extend(p);
         }
         let mut x = self.patch_embed.apply(&pixels, n)?;
-        for (xv, p) in x.iter_mut().zip(&pos) {
-            *xv += p;
-        }
+        add_in_place(&mut x, &pos);
         let (cos, sin) = self.rope.tables(&coords);
         let mut normed = vec![0.0f32; n * d];
-        let round = |v: &mut [f32]| precision.round_activations(v);
+        let round = |v: &mut [f32]| numerics.boundary(v);
         round(&mut x);
         for (bi, b) in self.blocks.iter().enumerate() {
             layer_norm(&x, d, &b.norm1.0, &b.norm1.1, LN_EPS, &mut normed);
@@ -310,39 +307,26 @@ impl VisionTower {
             let mut ctx = vec![0.0f32; n * d];
             for seg in slab {
                 let r = seg.start * d..(seg.start + seg.len) * d;
-                if precision.is_fp16() {
-                    attention_fp16(
-                        &q[r.clone()],
-                        &k[r.clone()],
-                        &v[r.clone()],
-                        seg.len,
-                        seg.len,
-                        heads,
-                        heads,
-                        hd,
-                        1.0 / (hd as f32).sqrt(),
-                        None,
-                        &mut ctx[r],
-                    );
-                    continue;
-                }
-                attention(
+                let shape = AttentionShape {
+                    nq: seg.len,
+                    nk: seg.len,
+                    hq: heads,
+                    hkv: heads,
+                    d: hd,
+                    scale: 1.0 / (hd as f32).sqrt(),
+                    causal: false,
+                };
+                numerics.attention(
                     &q[r.clone()],
                     &k[r.clone()],
                     &v[r.clone()],
-                    seg.len,
-                    seg.len,
-                    heads,
-                    hd,
-                    1.0 / (hd as f32).sqrt(),
+                    shape,
                     &mut ctx[r],
                 );
             }
             let mut o = b.proj.apply(&ctx, n)?;
             round(&mut o);
-            for (xv, ov) in x.iter_mut().zip(&o) {
-                *xv += ov;
-            }
+            add_in_place(&mut x, &o);
             round(&mut x);
             layer_norm(&x, d, &b.norm2.0, &b.norm2.1, LN_EPS, &mut normed);
             round(&mut normed);
@@ -352,16 +336,10 @@ impl VisionTower {
             round(&mut hdn);
             let mut o = b.fc2.apply(&hdn, n)?;
             round(&mut o);
-            for (xv, ov) in x.iter_mut().zip(&o) {
-                *xv += ov;
-            }
+            add_in_place(&mut x, &o);
             round(&mut x);
-            // one ANE program per block: a non-finite output is refused, never answered
-            if precision.is_fp16() && x.iter().any(|v| !v.is_finite()) {
-                return Err(ModelError::Fp16Overflow(format!(
-                    "the vision encoder (block {bi})"
-                )));
-            }
+            // one program per block on a program-based backend
+            numerics.program_output(&|| format!("the vision encoder (block {bi})"), &x)?;
         }
         layer_norm(
             &x,

@@ -7,7 +7,7 @@ use half::bf16;
 use crate::quantizer::norm::round_small;
 
 /// Largest 4-bit code.
-pub const MAX_CODE: u8 = 15;
+pub use clef_formats::affine4::MAX_CODE;
 
 /// BF16 scale and bias of one (row, group).
 #[derive(Debug, Clone, Copy, PartialEq)]

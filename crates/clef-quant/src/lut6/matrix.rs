@@ -4,7 +4,7 @@ use half::{bf16, f16};
 use rayon::prelude::*;
 
 use super::kmeans::palettize_group_with;
-use super::pack::{pack6, unpack6_row};
+use super::{pack6, unpack6_row};
 use super::{ClusterMode, GROUP_ROWS, TABLE_LEN};
 use crate::error::{check_len, QuantError, Result};
 

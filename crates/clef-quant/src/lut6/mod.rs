@@ -5,19 +5,16 @@ pub mod distinct;
 pub mod exact;
 pub mod kmeans;
 pub mod matrix;
-pub mod pack;
 pub mod size;
 
+/// The 6-bit index stream lives with the format (clef-formats), as do its constants.
+pub use clef_formats::lut6::{
+    pack6, padding_bits, unpack6, unpack6_range, unpack6_row, GROUP_ROWS, MAX_INDEX, TABLE_LEN,
+};
 pub use distinct::WeightedValues;
 pub use kmeans::{palettize_group, palettize_group_with};
 pub use matrix::{palettize_matrix, palettize_matrix_with, Lut6Matrix, LutInput};
-pub use pack::{pack6, unpack6, unpack6_range, unpack6_row};
 pub use size::{bits_per_weight, is_lut_tensor, tensor_bytes, Lut6Bytes, LUT_MIN_WEIGHTS};
-
-/// Output rows sharing one table.
-pub const GROUP_ROWS: usize = 16;
-/// Entries per table (2⁶).
-pub const TABLE_LEN: usize = 64;
 
 /// Which clusterer builds the tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -51,7 +51,7 @@ pub fn tensor_bytes(rows: usize, cols: usize) -> Result<Lut6Bytes> {
     check_shape(rows, cols)?;
     let n = checked_mul(rows, cols, "LUT-6 tensor")?;
     Ok(Lut6Bytes {
-        indices: super::pack::packed_len(n)? as u64,
+        indices: clef_formats::lut6::packed_len(n)? as u64,
         tables: (rows / GROUP_ROWS * TABLE_LEN * 2) as u64,
     })
 }

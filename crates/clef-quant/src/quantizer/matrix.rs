@@ -6,7 +6,7 @@ use rayon::prelude::*;
 use super::{fit_group, GroupParams, QuantFormat};
 use crate::affine4::pack_nibbles;
 use crate::error::{check_finite, check_len, QuantError, Result};
-use crate::ternary::pack::pack_digit_rows;
+use crate::ternary::pack_digit_rows;
 
 /// A matrix in one of the clef-ternary-v1 formats, with its runtime reconstruction.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,10 +34,10 @@ impl QuantizedMatrix {
 
     /// The stored code bytes: `.trits` (⌈cols/5⌉ per row) or `.q4` (cols/2 per row).
     pub fn packed_codes(&self) -> Result<Vec<u8>> {
-        match self.format {
-            QuantFormat::Ternary => pack_digit_rows(&self.codes, self.rows, self.cols),
-            QuantFormat::Affine4 => pack_nibbles(&self.codes, self.rows, self.cols),
-        }
+        Ok(match self.format {
+            QuantFormat::Ternary => pack_digit_rows(&self.codes, self.rows, self.cols)?,
+            QuantFormat::Affine4 => pack_nibbles(&self.codes, self.rows, self.cols)?,
+        })
     }
 
     /// Assembles a matrix from per-(row, group) parameters and codes (used by both quantizers).

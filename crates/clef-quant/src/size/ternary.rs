@@ -95,17 +95,21 @@ pub fn ternary_plan(shapes: &ModelShapes) -> Result<(Vec<PlannedTensor>, Ternary
                 let p = base_name(&t.name);
                 let groups = cols.div_ceil(GROUP_SIZE);
                 let bytes = add(
-                    format!("{p}.trits"),
+                    clef_formats::ternary::trits_name(p),
                     StoredDType::U8,
-                    vec![rows, ternary::packed_row_len(cols)],
-                ) + add(format!("{p}.scales"), StoredDType::BF16, vec![rows, groups]);
+                    vec![rows, ternary::row_bytes(cols)],
+                ) + add(
+                    clef_formats::ternary::scales_name(p),
+                    StoredDType::BF16,
+                    vec![rows, groups],
+                );
                 b.ternary.add(n, bytes);
                 let ad = add(
-                    format!("{p}.lora_a"),
+                    clef_formats::ternary::adapter_names(p).0,
                     StoredDType::BF16,
                     vec![CLOQ_RANK, cols],
                 ) + add(
-                    format!("{p}.lora_b"),
+                    clef_formats::ternary::adapter_names(p).1,
                     StoredDType::BF16,
                     vec![rows, CLOQ_RANK],
                 );
@@ -119,19 +123,26 @@ pub fn ternary_plan(shapes: &ModelShapes) -> Result<(Vec<PlannedTensor>, Ternary
                 let p = base_name(&t.name);
                 let groups = cols.div_ceil(GROUP_SIZE);
                 let bytes = add(
-                    format!("{p}.q4"),
+                    clef_formats::affine4::codes_name(p),
                     StoredDType::U8,
-                    vec![rows, affine4::packed_row_len(cols)],
-                ) + add(format!("{p}.scales"), StoredDType::BF16, vec![rows, groups])
-                    + add(format!("{p}.biases"), StoredDType::BF16, vec![rows, groups]);
+                    vec![rows, affine4::row_bytes(cols)],
+                ) + add(
+                    clef_formats::ternary::scales_name(p),
+                    StoredDType::BF16,
+                    vec![rows, groups],
+                ) + add(
+                    clef_formats::affine4::biases_name(p),
+                    StoredDType::BF16,
+                    vec![rows, groups],
+                );
                 if t.role.is_backbone_linear() {
                     b.affine4_backbone.add(n, bytes);
                     let ad = add(
-                        format!("{p}.lora_a"),
+                        clef_formats::ternary::adapter_names(p).0,
                         StoredDType::BF16,
                         vec![CLOQ_RANK, cols],
                     ) + add(
-                        format!("{p}.lora_b"),
+                        clef_formats::ternary::adapter_names(p).1,
                         StoredDType::BF16,
                         vec![rows, CLOQ_RANK],
                     );
@@ -166,7 +177,7 @@ fn header_len(plan: &[PlannedTensor]) -> u64 {
     map.insert(
         "__metadata__".into(),
         json!({
-            "format": "clef-ternary-v1",
+            "format": clef_formats::BundleFormat::Ternary.name(),
             "group_size": GROUP_SIZE.to_string(),
             "cloq_rank": CLOQ_RANK.to_string(),
             "trit_order": "base3-lsb-first",

@@ -1,12 +1,12 @@
 //! clef-ternary-v1 ternary code (formats.md §3.2–§3.3): `w ≈ s·t`, t ∈ {−1, 0, +1}, stored as
 //! digits d = t + 1 packed five per byte.
 
-pub mod pack;
 pub mod params;
 
-pub use pack::{
-    decode_table, pack_digit_rows, pack_trits, packed_row_len, unpack_trits, unpack_trits_row,
-    DIGITS_PER_BYTE,
+/// The trit packing lives with the format (clef-formats), as do its constants.
+pub use clef_formats::ternary::{
+    decode_table, pack_digit_rows, pack_trits, row_bytes, unpack_trits, unpack_trits_row, MAX_BYTE,
+    TRITS_PER_BYTE,
 };
 pub use params::TernaryParams;
 

@@ -1,0 +1,132 @@
+//! Bundle formats as a manifest names them (formats.md §1) and how a linear weight is laid out
+//! in tensors.
+
+use crate::error::{FormatError, Result};
+
+/// `format_version` of every format this clef.rs writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// The `format` of a bundle's `manifest.json`. A release folder (no manifest) has none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BundleFormat {
+    /// Every float tensor re-stored as BF16.
+    Bf16,
+    /// Every float tensor re-stored as FP16.
+    F16,
+    /// Clef-ANE-LUT6 (formats.md §2): MIL blob storage with 6-bit palettized linears.
+    Lut6,
+    /// clef-ternary-v1 (formats.md §3): ternary and 4-bit codes with CLoQ adapters.
+    Ternary,
+}
+
+impl BundleFormat {
+    /// Every format, in the order error messages list them.
+    pub const ALL: [BundleFormat; 4] = [
+        BundleFormat::Bf16,
+        BundleFormat::F16,
+        BundleFormat::Lut6,
+        BundleFormat::Ternary,
+    ];
+
+    /// The manifest's spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            BundleFormat::Bf16 => "bf16",
+            BundleFormat::F16 => "f16",
+            BundleFormat::Lut6 => "clef-lut6-v1",
+            BundleFormat::Ternary => "clef-ternary-v1",
+        }
+    }
+
+    /// The format a manifest's `format` and `format_version` name, or an error naming both and
+    /// what this clef.rs reads.
+    pub fn parse(name: &str, version: u32) -> Result<BundleFormat> {
+        Self::ALL
+            .into_iter()
+            .find(|f| f.name() == name && version == FORMAT_VERSION)
+            .ok_or_else(|| FormatError::UnknownFormat {
+                name: name.to_string(),
+                version,
+                known: format!("{} at version {FORMAT_VERSION}", Self::known_names()),
+            })
+    }
+
+    /// The format names, comma-separated.
+    pub fn known_names() -> String {
+        Self::ALL.map(|f| f.name()).join(", ")
+    }
+}
+
+impl std::fmt::Display for BundleFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How the weight of a linear layer with tensor prefix `p` is stored, recognised from the tensor
+/// names a folder holds (formats.md §2.3, §3.6). The loader asks once per linear and takes the
+/// tensors its arm names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WeightLayout {
+    /// `<p>.weight`, a dense matrix in its stored float dtype.
+    Dense,
+    /// `<p>.lut6.indices` and `<p>.lut6.lut` (a LUT-6 bundle's text tensors).
+    Lut6,
+    /// `<p>.trits` and `<p>.scales` (+ `<p>.lora_a`/`<p>.lora_b`).
+    Ternary,
+    /// `<p>.q4`, `<p>.scales` and `<p>.biases` (+ adapter).
+    Affine4,
+}
+
+impl WeightLayout {
+    /// The layout of linear `prefix` in a folder whose tensor names `has` answers for.
+    pub fn of(prefix: &str, has: impl Fn(&str) -> bool) -> WeightLayout {
+        if has(&crate::lut6::indices_name(prefix)) {
+            WeightLayout::Lut6
+        } else if has(&crate::ternary::trits_name(prefix)) {
+            WeightLayout::Ternary
+        } else if has(&crate::affine4::codes_name(prefix)) {
+            WeightLayout::Affine4
+        } else {
+            WeightLayout::Dense
+        }
+    }
+}
+
+/// `<prefix>.weight`: a dense linear weight or embedding table.
+pub fn dense_name(prefix: &str) -> String {
+    format!("{prefix}.weight")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_unknown_ones_are_named() {
+        for f in BundleFormat::ALL {
+            assert_eq!(BundleFormat::parse(f.name(), FORMAT_VERSION).unwrap(), f);
+        }
+        let e = BundleFormat::parse("clef-ternary-v1", 2).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("clef-ternary-v1") && text.contains("version 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("bf16, f16, clef-lut6-v1, clef-ternary-v1"),
+            "{text}"
+        );
+        assert!(BundleFormat::parse("clef-ternary-v2", 1).is_err());
+    }
+
+    #[test]
+    fn layouts_are_recognised_by_their_first_tensor() {
+        let names = ["a.lut6.indices", "b.trits", "c.q4", "d.weight"];
+        let has = |n: &str| names.contains(&n);
+        assert_eq!(WeightLayout::of("a", has), WeightLayout::Lut6);
+        assert_eq!(WeightLayout::of("b", has), WeightLayout::Ternary);
+        assert_eq!(WeightLayout::of("c", has), WeightLayout::Affine4);
+        assert_eq!(WeightLayout::of("d", has), WeightLayout::Dense);
+    }
+}

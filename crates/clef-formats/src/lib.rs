@@ -1,0 +1,23 @@
+//! The weight formats a Clef bundle can hold, in one place (formats.md): each format's name and
+//! version as parsed from a manifest ([`BundleFormat`]), its constants, how its tensors are named,
+//! and the pack/unpack pair of its codes. The quantizers write through these functions, the
+//! kernels decode with these constants and tables, and the model picks its loader by
+//! [`BundleFormat`] and [`WeightLayout`]; nothing else spells a format name or defines a format
+//! constant.
+//!
+//! No heavy dependencies: this crate is plain arithmetic on bytes, so every other crate can use
+//! it.
+
+pub mod affine4;
+mod bundle;
+mod error;
+pub mod lut6;
+mod rows;
+pub mod ternary;
+
+pub use bundle::{dense_name, BundleFormat, WeightLayout, FORMAT_VERSION};
+pub use error::{check_len, checked_mul, FormatError, Result};
+
+/// Inputs per scale (and bias) of clef-ternary-v1's ternary and 4-bit codes (formats.md §3.2,
+/// §3.4).
+pub const GROUP: usize = 64;
