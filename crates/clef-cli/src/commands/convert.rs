@@ -141,8 +141,9 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
             let r = convert_ternary(&opts)?;
             let mb = |b: u64| b as f64 / 1e6;
             eprintln!(
-                "clef-ternary-v1 ({:?}): {} linears, calibration {} records / {} tokens{}; model.safetensors {:.3} GB \
+                "{} ({:?}): {} linears, calibration {} records / {} tokens{}; model.safetensors {:.3} GB \
                  (ternary {:.3}, 4-bit linears {:.3}, tables {:.3}, adapters {:.3}, vision {:.3}, other {:.3})",
+                clef_convert::ternary::FORMAT,
                 r.method,
                 r.linears.len(),
                 r.calib_records,

@@ -157,15 +157,19 @@ fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<()> {
     std::fs::write(path, text).map_err(io(path))
 }
 
-const NOTICE: &str =
-    "This bundle was converted from the Clef release with clef.rs (format clef-lut6-v1, \
+/// The bundle's NOTICE: what was modified, as the release's license asks.
+fn notice() -> String {
+    format!(
+        "This bundle was converted from the Clef release with clef.rs (format {FORMAT}, \
 the Clef-ANE-LUT6 recipe). Modifications: every text linear layer with at least the recorded \
 threshold of weights is stored as 6-bit palette indices with one 64-entry FP16 table per 16 \
 output channels (text/weights/weight.bin); the other text-program tensors are stored in FP16; \
 token embeddings, lm_head and the final norm (embeddings.safetensors) and the vision tower \
 (vision.safetensors) keep their original BF16 values; MIL program descriptions were added under \
 text/programs. The tokenizer, chat template, configs, processor settings, joint head and \
-joint_schema_model.py are unchanged. The recipe is recorded in manifest.json.\n";
+joint_schema_model.py are unchanged. The recipe is recorded in manifest.json.\n"
+    )
+}
 
 /// Converts the release at `from` into a LUT-6 bundle at `to`.
 pub fn convert_lut6(from: &Path, to: &Path, opts: &Lut6Options) -> Result<Lut6Report> {
@@ -352,7 +356,7 @@ pub fn convert_lut6(from: &Path, to: &Path, opts: &Lut6Options) -> Result<Lut6Re
         std::fs::write(&p, text).map_err(io(&p))?;
     }
 
-    release.copy_kept_files(&w, NOTICE)?;
+    release.copy_kept_files(&w, &notice())?;
     let config_json: serde_json::Value = std::fs::read_to_string(from.join("config.json"))
         .ok()
         .and_then(|s| serde_json::from_str(&s).ok())

@@ -243,7 +243,7 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
     }
     progress.finish();
     write_model(&release, &planned, &meta, store, writer.dir())?;
-    release.copy_kept_files(&writer, NOTICE)?;
+    release.copy_kept_files(&writer, &notice())?;
     writer.finish(
         FORMAT,
         Some(release.model_name()),
@@ -254,12 +254,17 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
     Ok(report)
 }
 
-const NOTICE: &str = "Converted from the release with clef.rs into clef-ternary-v1: the DeltaNet \
+/// The bundle's NOTICE: what was modified, as the release's license asks.
+fn notice() -> String {
+    format!(
+        "Converted from the release with clef.rs into {FORMAT}: the DeltaNet \
 input projections (in_proj_qkv, in_proj_z) and every MLP linear are stored as ternary codes with \
 a BF16 scale per 64 inputs, the DeltaNet out_proj and attention q/k/v/o projections as 4-bit \
 affine codes with BF16 scales and biases per 64 inputs, each with a rank-16 low-rank (CLoQ) \
 adapter; embed_tokens and lm_head as 4-bit affine codes. All other tensors, the joint head, the \
-tokenizer and the configuration files are unchanged.\n";
+tokenizer and the configuration files are unchanged.\n"
+    )
+}
 
 /// The manifest's recipe: the card's string plus what this run did.
 fn recipe(opts: &TernaryOptions, r: &TernaryReport) -> serde_json::Value {
