@@ -252,18 +252,21 @@ mod tests {
         assert_eq!(Exact.down_scale(0), 1.0);
     }
 
+    /// `n` values `((i · mul) mod m − m/2) / div`: deterministic, signed, not round.
+    fn pattern(n: usize, mul: usize, m: usize, div: f32) -> Vec<f32> {
+        (0..n)
+            .map(|i| ((i * mul % m) as f32 - (m / 2) as f32) / div)
+            .collect()
+    }
+
     #[test]
     fn fp16_attention_tracks_f32_attention() {
         let (nq, nk, hq, hkv, d) = (5, 9, 4, 2, 8);
-        let q: Vec<f32> = (0..nq * hq * d)
-            .map(|i| ((i * 37 % 23) as f32 - 11.0) / 9.0)
-            .collect();
-        let k: Vec<f32> = (0..nk * hkv * d)
-            .map(|i| ((i * 17 % 19) as f32 - 9.0) / 7.0)
-            .collect();
-        let v: Vec<f32> = (0..nk * hkv * d)
-            .map(|i| ((i * 29 % 31) as f32 - 15.0) / 5.0)
-            .collect();
+        let (q, k, v) = (
+            pattern(nq * hq * d, 37, 23, 9.0),
+            pattern(nk * hkv * d, 17, 19, 7.0),
+            pattern(nk * hkv * d, 29, 31, 5.0),
+        );
         let mut want = vec![0.0; nq * hq * d];
         clef_kernels::causal_attention_scalar(&q, &k, &v, nq, nk, hq, hkv, d, 0.35, &mut want);
         let mut got = vec![0.0; nq * hq * d];
@@ -290,15 +293,11 @@ mod tests {
     #[test]
     fn fp16_attention_is_the_numerics_attention_and_f32_is_exact() {
         let (nq, nk, hq, hkv, d) = (3, 7, 4, 2, 8);
-        let q: Vec<f32> = (0..nq * hq * d)
-            .map(|i| ((i * 13 % 17) as f32 - 8.0) / 6.0)
-            .collect();
-        let k: Vec<f32> = (0..nk * hkv * d)
-            .map(|i| ((i * 7 % 11) as f32 - 5.0) / 4.0)
-            .collect();
-        let v: Vec<f32> = (0..nk * hkv * d)
-            .map(|i| ((i * 5 % 13) as f32 - 6.0) / 3.0)
-            .collect();
+        let (q, k, v) = (
+            pattern(nq * hq * d, 13, 17, 6.0),
+            pattern(nk * hkv * d, 7, 11, 4.0),
+            pattern(nk * hkv * d, 5, 13, 3.0),
+        );
         let shape = AttentionShape {
             nq,
             nk,

@@ -55,13 +55,7 @@ impl RowTable {
         if WeightLayout::of(prefix, |n| set.contains(n)) != WeightLayout::Affine4 {
             return Self::dense(set.take(&dense_name(prefix), &[rows, cols])?);
         }
-        let groups = affine4::row_groups(cols);
-        let codes = set.take(
-            &affine4::codes_name(prefix),
-            &[rows, affine4::row_bytes(cols)],
-        )?;
-        let scales = set.take(&affine4::scales_name(prefix), &[rows, groups])?;
-        let biases = set.take(&affine4::biases_name(prefix), &[rows, groups])?;
+        let (codes, scales, biases) = take_affine4(set, prefix, rows, cols)?;
         Self::affine4(codes, scales, biases, rows, cols)
     }
 
