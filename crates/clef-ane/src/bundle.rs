@@ -210,11 +210,13 @@ pub fn open_backbone(dir: &Path) -> Result<TensorSet> {
 
 /// Loads a LUT-6 bundle for the CPU engine (its configs, head and tokenizer are a release's).
 pub fn load_model(dir: &Path) -> Result<Model> {
-    if !is_lut6_bundle(dir) {
-        return Err(ModelError::config(
-            dir.join(clef_model::bundle::MANIFEST),
-            format!("not a {FORMAT} bundle"),
-        ));
-    }
-    Model::load_with_backbone(dir, open_backbone(dir)?)
+    Model::load_with_backbone(dir, |dir, format| {
+        if format != Some(FORMAT) {
+            return Err(ModelError::config(
+                dir.join(clef_model::bundle::MANIFEST),
+                format!("not a {FORMAT} bundle"),
+            ));
+        }
+        open_backbone(dir)
+    })
 }

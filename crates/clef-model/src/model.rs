@@ -113,27 +113,32 @@ impl Model {
     /// clef-ternary-v1). A LUT-6 bundle keeps its text weights in MIL blob storage, which
     /// `clef-ane` reads ([`Model::load_with_backbone`]).
     pub fn load(dir: &Path) -> Result<Model> {
-        let format = crate::bundle::check_sizes(dir)?;
-        if format == Some(BundleFormat::Lut6) {
-            return Err(ModelError::config(
-                dir.join(crate::bundle::MANIFEST),
-                format!(
-                    "a {} bundle keeps its text weights in MIL blob storage: load it with \
-                     clef_ane::load_model (as the engine does)",
-                    BundleFormat::Lut6
-                ),
-            ));
-        }
-        let set = checkpoint::open_backbone(dir)?;
-        Self::assemble(dir, format, set)
+        Self::load_with_backbone(dir, |dir, format| {
+            if format == Some(BundleFormat::Lut6) {
+                return Err(ModelError::config(
+                    dir.join(crate::bundle::MANIFEST),
+                    format!(
+                        "a {} bundle keeps its text weights in MIL blob storage: load it with \
+                         clef_ane::load_model (as the engine does)",
+                        BundleFormat::Lut6
+                    ),
+                ));
+            }
+            checkpoint::open_backbone(dir)
+        })
     }
 
     /// Load the folder `dir` with its backbone tensors (text layers, embeddings, `lm_head`,
-    /// vision tower) taken from `set`, which another storage format opened; the configs and the
-    /// joint head are read from the folder as for a release. Sizes are checked against the
-    /// manifest first.
-    pub fn load_with_backbone(dir: &Path, set: TensorSet) -> Result<Model> {
+    /// vision tower) from the set `open` gives for the folder and its bundle format (another
+    /// storage format may open it); the configs and the joint head are read from the folder as
+    /// for a release. The folder's sizes are checked against its manifest before `open` reads
+    /// anything, so a damaged file is named by the manifest check whatever its storage.
+    pub fn load_with_backbone(
+        dir: &Path,
+        open: impl FnOnce(&Path, Option<BundleFormat>) -> Result<TensorSet>,
+    ) -> Result<Model> {
         let format = crate::bundle::check_sizes(dir)?;
+        let set = open(dir, format)?;
         Self::assemble(dir, format, set)
     }
 

@@ -48,6 +48,29 @@ pub struct Layer {
     pub mlp: Mlp,
 }
 
+/// The linear of kind `$kind` in layer `$layer`, borrowed shared or (`mut`) exclusively: one
+/// table for [`Layer::linear`] and [`Layer::linear_mut`].
+macro_rules! linear_of {
+    ($layer:expr, $kind:expr $(, $m:ident)?) => {{
+        use LinearKind::*;
+        Some(match (&$($m)? $layer.mixer, $kind) {
+            (Mixer::DeltaNet(d), DeltaNetQkv) => &$($m)? d.in_proj_qkv,
+            (Mixer::DeltaNet(d), DeltaNetZ) => &$($m)? d.in_proj_z,
+            (Mixer::DeltaNet(d), DeltaNetB) => &$($m)? d.in_proj_b,
+            (Mixer::DeltaNet(d), DeltaNetA) => &$($m)? d.in_proj_a,
+            (Mixer::DeltaNet(d), DeltaNetOut) => &$($m)? d.out_proj,
+            (Mixer::Attention(a), AttentionQ) => &$($m)? a.q_proj,
+            (Mixer::Attention(a), AttentionK) => &$($m)? a.k_proj,
+            (Mixer::Attention(a), AttentionV) => &$($m)? a.v_proj,
+            (Mixer::Attention(a), AttentionO) => &$($m)? a.o_proj,
+            (_, MlpGate) => &$($m)? $layer.mlp.gate,
+            (_, MlpUp) => &$($m)? $layer.mlp.up,
+            (_, MlpDown) => &$($m)? $layer.mlp.down,
+            _ => return None,
+        })
+    }};
+}
+
 impl Layer {
     pub fn kind(&self) -> LayerKind {
         match self.mixer {
@@ -84,42 +107,20 @@ impl Layer {
         }
     }
 
+    /// Fresh state of this layer for a sequence of up to `capacity` rows.
+    fn new_state(&self, capacity: usize) -> LayerState {
+        match &self.mixer {
+            Mixer::DeltaNet(m) => LayerState::DeltaNet(m.new_state()),
+            Mixer::Attention(m) => LayerState::Attention(m.new_cache(capacity)),
+        }
+    }
+
     pub fn linear(&self, kind: LinearKind) -> Option<&Linear> {
-        use LinearKind::*;
-        Some(match (&self.mixer, kind) {
-            (Mixer::DeltaNet(d), DeltaNetQkv) => &d.in_proj_qkv,
-            (Mixer::DeltaNet(d), DeltaNetZ) => &d.in_proj_z,
-            (Mixer::DeltaNet(d), DeltaNetB) => &d.in_proj_b,
-            (Mixer::DeltaNet(d), DeltaNetA) => &d.in_proj_a,
-            (Mixer::DeltaNet(d), DeltaNetOut) => &d.out_proj,
-            (Mixer::Attention(a), AttentionQ) => &a.q_proj,
-            (Mixer::Attention(a), AttentionK) => &a.k_proj,
-            (Mixer::Attention(a), AttentionV) => &a.v_proj,
-            (Mixer::Attention(a), AttentionO) => &a.o_proj,
-            (_, MlpGate) => &self.mlp.gate,
-            (_, MlpUp) => &self.mlp.up,
-            (_, MlpDown) => &self.mlp.down,
-            _ => return None,
-        })
+        linear_of!(self, kind)
     }
 
     pub fn linear_mut(&mut self, kind: LinearKind) -> Option<&mut Linear> {
-        use LinearKind::*;
-        Some(match (&mut self.mixer, kind) {
-            (Mixer::DeltaNet(d), DeltaNetQkv) => &mut d.in_proj_qkv,
-            (Mixer::DeltaNet(d), DeltaNetZ) => &mut d.in_proj_z,
-            (Mixer::DeltaNet(d), DeltaNetB) => &mut d.in_proj_b,
-            (Mixer::DeltaNet(d), DeltaNetA) => &mut d.in_proj_a,
-            (Mixer::DeltaNet(d), DeltaNetOut) => &mut d.out_proj,
-            (Mixer::Attention(a), AttentionQ) => &mut a.q_proj,
-            (Mixer::Attention(a), AttentionK) => &mut a.k_proj,
-            (Mixer::Attention(a), AttentionV) => &mut a.v_proj,
-            (Mixer::Attention(a), AttentionO) => &mut a.o_proj,
-            (_, MlpGate) => &mut self.mlp.gate,
-            (_, MlpUp) => &mut self.mlp.up,
-            (_, MlpDown) => &mut self.mlp.down,
-            _ => return None,
-        })
+        linear_of!(self, kind, mut)
     }
 }
 
@@ -178,14 +179,7 @@ impl Backbone {
     /// Fresh state for a sequence of up to `capacity` rows.
     pub fn new_state(&self, capacity: usize) -> SequenceState {
         SequenceState {
-            layers: self
-                .layers
-                .iter()
-                .map(|l| match &l.mixer {
-                    Mixer::DeltaNet(m) => LayerState::DeltaNet(m.new_state()),
-                    Mixer::Attention(m) => LayerState::Attention(m.new_cache(capacity)),
-                })
-                .collect(),
+            layers: self.layers.iter().map(|l| l.new_state(capacity)).collect(),
             position: 0,
         }
     }
@@ -235,14 +229,17 @@ impl Backbone {
 
     /// Fresh state of layer `li` alone, for a sequence of up to `capacity` rows.
     pub fn new_layer_state(&self, li: usize, capacity: usize) -> Result<LayerState> {
-        match self.layers.get(li).map(|l| &l.mixer) {
-            Some(Mixer::DeltaNet(m)) => Ok(LayerState::DeltaNet(m.new_state())),
-            Some(Mixer::Attention(m)) => Ok(LayerState::Attention(m.new_cache(capacity))),
-            None => Err(ModelError::Input(format!(
+        Ok(self.layer(li)?.new_state(capacity))
+    }
+
+    /// Layer `li`, or an error naming the backbone's depth.
+    fn layer(&self, li: usize) -> Result<&Layer> {
+        self.layers.get(li).ok_or_else(|| {
+            ModelError::Input(format!(
                 "layer {li} of a {}-layer backbone",
                 self.layers.len()
-            ))),
-        }
+            ))
+        })
     }
 
     /// Run layer `li` over `n` rows `x` ([n, hidden], updated in place) that sit at sequence
@@ -260,12 +257,7 @@ impl Backbone {
         pass: &mut Pass,
     ) -> Result<()> {
         let h = self.hidden;
-        let layer = self.layers.get(li).ok_or_else(|| {
-            ModelError::Input(format!(
-                "layer {li} of a {}-layer backbone",
-                self.layers.len()
-            ))
-        })?;
+        let layer = self.layer(li)?;
         pass.layer = li;
         let Scratch {
             normed,
