@@ -579,3 +579,20 @@ fn interrupted_conversion_leaves_no_bundle() {
     convert_lut6(&model("tiny-a"), &dest, &opts(1024)).unwrap();
     load_model(&dest).unwrap();
 }
+
+/// A truncated blob file is named by the manifest's size check before anything parses it, as
+/// for every other bundle file.
+#[test]
+fn a_truncated_weight_bin_is_refused_by_the_manifest_check() {
+    let root = tempfile::tempdir().unwrap();
+    let dest = root.path().join("b");
+    convert_lut6(&model("tiny-a"), &dest, &opts(4096)).unwrap();
+    let path = dest.join(WEIGHT_BIN);
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..bytes.len() - 1]).unwrap();
+    let err = load_model(&dest).err().expect("refused").to_string();
+    assert!(
+        err.contains("does not match its manifest") && err.contains(WEIGHT_BIN),
+        "{err}"
+    );
+}
