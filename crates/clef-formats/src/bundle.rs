@@ -17,15 +17,19 @@ pub enum BundleFormat {
     Lut6,
     /// clef-ternary-v1 (formats.md §3): ternary and 4-bit codes with CLoQ adapters.
     Ternary,
+    /// clef-q8-v1 (docs/formats.md, "clef-q8-v1"): every backbone linear as int8 codes with an
+    /// FP16 scale per 64 inputs; everything else as released.
+    Q8,
 }
 
 impl BundleFormat {
     /// Every format, in the order error messages list them.
-    pub const ALL: [BundleFormat; 4] = [
+    pub const ALL: [BundleFormat; 5] = [
         BundleFormat::Bf16,
         BundleFormat::F16,
         BundleFormat::Lut6,
         BundleFormat::Ternary,
+        BundleFormat::Q8,
     ];
 
     /// The manifest's spelling.
@@ -35,6 +39,7 @@ impl BundleFormat {
             BundleFormat::F16 => "f16",
             BundleFormat::Lut6 => "clef-lut6-v1",
             BundleFormat::Ternary => "clef-ternary-v1",
+            BundleFormat::Q8 => "clef-q8-v1",
         }
     }
 
@@ -64,8 +69,8 @@ impl std::fmt::Display for BundleFormat {
 }
 
 /// How the weight of a linear layer with tensor prefix `p` is stored, recognised from the tensor
-/// names a folder holds (formats.md §2.3, §3.6). The loader asks once per linear and takes the
-/// tensors its arm names.
+/// names a folder holds (formats.md §2.3, §3.6; docs/formats.md for clef-q8-v1). The loader asks
+/// once per linear and takes the tensors its arm names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WeightLayout {
     /// `<p>.weight`, a dense matrix in its stored float dtype.
@@ -76,6 +81,8 @@ pub enum WeightLayout {
     Ternary,
     /// `<p>.q4`, `<p>.scales` and `<p>.biases` (+ adapter).
     Affine4,
+    /// `<p>.q8` and `<p>.q8_scales` (a clef-q8-v1 bundle's linears).
+    Q8,
 }
 
 impl WeightLayout {
@@ -87,6 +94,8 @@ impl WeightLayout {
             WeightLayout::Ternary
         } else if has(&crate::affine4::codes_name(prefix)) {
             WeightLayout::Affine4
+        } else if has(&crate::q8::codes_name(prefix)) {
+            WeightLayout::Q8
         } else {
             WeightLayout::Dense
         }
@@ -114,19 +123,35 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("bf16, f16, clef-lut6-v1, clef-ternary-v1"),
+            text.contains("bf16, f16, clef-lut6-v1, clef-ternary-v1, clef-q8-v1"),
             "{text}"
         );
         assert!(BundleFormat::parse("clef-ternary-v2", 1).is_err());
+        assert_eq!(
+            BundleFormat::parse("clef-q8-v1", 1).unwrap(),
+            BundleFormat::Q8
+        );
+        assert!(BundleFormat::parse("clef-q8-v1", 2).is_err());
+        // every name is distinct, so parse finds exactly the variant that wrote it
+        let mut names = BundleFormat::ALL.map(|f| f.name()).to_vec();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), BundleFormat::ALL.len());
     }
 
     #[test]
     fn layouts_are_recognised_by_their_first_tensor() {
-        let names = ["a.lut6.indices", "b.trits", "c.q4", "d.weight"];
+        let names = ["a.lut6.indices", "b.trits", "c.q4", "d.weight", "e.q8"];
         let has = |n: &str| names.contains(&n);
         assert_eq!(WeightLayout::of("a", has), WeightLayout::Lut6);
         assert_eq!(WeightLayout::of("b", has), WeightLayout::Ternary);
         assert_eq!(WeightLayout::of("c", has), WeightLayout::Affine4);
         assert_eq!(WeightLayout::of("d", has), WeightLayout::Dense);
+        assert_eq!(WeightLayout::of("e", has), WeightLayout::Q8);
+        // `<p>.q8_scales` alone is not the layout's first tensor
+        assert_eq!(
+            WeightLayout::of("f", |n| n == "f.q8_scales"),
+            WeightLayout::Dense
+        );
     }
 }

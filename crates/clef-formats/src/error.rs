@@ -23,6 +23,16 @@ pub enum FormatError {
         value: u64,
         max: u64,
     },
+    /// A value to quantize is NaN or infinite (formatted, so the error stays `Eq`).
+    #[error("{what} at index {index} is {value}, not a finite number")]
+    NonFinite {
+        what: &'static str,
+        index: usize,
+        value: String,
+    },
+    /// A q8 group whose amax/127 is too large for an FP16 scale.
+    #[error("group {group}: amax {amax} / 127 overflows an FP16 scale (largest 65504)")]
+    ScaleOverflow { group: usize, amax: String },
     /// A manifest names a format (or a version of one) this clef.rs does not read.
     #[error("unknown bundle format `{name}` version {version} (this clef.rs reads {known})")]
     UnknownFormat {

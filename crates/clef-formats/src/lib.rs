@@ -12,6 +12,7 @@ pub mod affine4;
 mod bundle;
 mod error;
 pub mod lut6;
+pub mod q8;
 mod rows;
 pub mod ternary;
 
@@ -19,5 +20,5 @@ pub use bundle::{dense_name, BundleFormat, WeightLayout, FORMAT_VERSION};
 pub use error::{check_len, checked_mul, FormatError, Result};
 
 /// Inputs per scale (and bias) of clef-ternary-v1's ternary and 4-bit codes (formats.md §3.2,
-/// §3.4).
+/// §3.4) and of clef-q8-v1's 8-bit codes.
 pub const GROUP: usize = 64;
