@@ -4,4 +4,5 @@
 pub mod affine4;
 pub mod lowrank;
 pub mod lut6;
+pub mod q8;
 pub mod ternary;
