@@ -1,15 +1,16 @@
 //! A linear layer `y = W x (+ b)` whose weight stays in its stored format. This is the seam
-//! where converted formats (LUT-6, ternary, 4-bit with low-rank adapters) plug in: the model
-//! code only ever calls `forward`, and `Linear::take` picks the loader arm of the
+//! where converted formats (LUT-6, ternary, 4-bit with low-rank adapters, int8) plug in: the
+//! model code only ever calls `forward`, and `Linear::take` picks the loader arm of the
 //! [`WeightLayout`] the folder's tensor names show (`clef_formats` names them).
 
 use crate::checkpoint::TensorSet;
 use crate::error::{ModelError, Result};
 use crate::tensor::{Dtype, Tensor};
-use clef_formats::{dense_name, lut6, ternary, WeightLayout};
+use clef_formats::{dense_name, lut6, q8, ternary, WeightLayout};
 use clef_kernels::formats::affine4::Affine4View;
 use clef_kernels::formats::lowrank::{LowRankF32, WithAdapter};
 use clef_kernels::formats::lut6::{widen_f16_tables, Lut6View};
+use clef_kernels::formats::q8::Q8View;
 use clef_kernels::formats::ternary::TernaryView;
 use clef_kernels::{matmul, matmul_panels, Isa, PanelDecode};
 use std::cell::RefCell;
@@ -25,6 +26,8 @@ pub enum LinearWeight {
     Ternary(Box<TernaryWeight>),
     /// clef-ternary-v1 4-bit affine (formats.md §3.4), plus its CLoQ adapter.
     Affine4(Box<Affine4Weight>),
+    /// clef-q8-v1 (docs/formats.md): int8 codes with an FP16 scale per 64 inputs.
+    Q8(Box<Q8Weight>),
     /// Dropped for good ([`Linear::unload`]): running it is an error naming the weight.
     Unloaded { name: String },
 }
@@ -55,6 +58,15 @@ pub struct Affine4Weight {
     pub scales: Tensor,
     pub biases: Tensor,
     pub adapter: Option<LowRank>,
+    pub rows: usize,
+    pub cols: usize,
+}
+
+/// `<p>.q8` (I8, one code per weight) and `<p>.q8_scales` (F16 per 64 inputs), windows of the
+/// bundle's `model.safetensors`.
+pub struct Q8Weight {
+    pub codes: Tensor,
+    pub scales: Tensor,
     pub rows: usize,
     pub cols: usize,
 }
@@ -185,6 +197,16 @@ fn affine4_view<'a>(
         .map_err(|e| ModelError::kernel(&codes.name, e))
 }
 
+fn q8_view<'a>(
+    codes: &'a Tensor,
+    scales: &'a Tensor,
+    rows: usize,
+    cols: usize,
+) -> Result<Q8View<'a>> {
+    Q8View::new(rows, cols, codes.bytes(), scales.bytes())
+        .map_err(|e| ModelError::kernel(&codes.name, e))
+}
+
 impl LinearWeight {
     pub fn name(&self) -> &str {
         match self {
@@ -192,6 +214,7 @@ impl LinearWeight {
             LinearWeight::Lut6(w) => &w.indices.name,
             LinearWeight::Ternary(w) => &w.trits.name,
             LinearWeight::Affine4(w) => &w.codes.name,
+            LinearWeight::Q8(w) => &w.codes.name,
             LinearWeight::Unloaded { name } => name,
         }
     }
@@ -216,6 +239,10 @@ impl LinearWeight {
                 let view = affine4_view(&w.codes, &w.scales, &w.biases, w.rows, w.cols)?;
                 matmul_adapted(&view, w.adapter.as_ref(), x, m, y)?;
             }
+            LinearWeight::Q8(w) => {
+                let view = q8_view(&w.codes, &w.scales, w.rows, w.cols)?;
+                matmul_panels(x, m, &view, y);
+            }
             LinearWeight::Unloaded { name } => {
                 return Err(ModelError::Input(format!(
                     "{name}: the weight was unloaded and cannot run"
@@ -237,6 +264,10 @@ impl LinearWeight {
                 w.codes.release();
                 w.scales.release();
                 w.biases.release();
+            }
+            LinearWeight::Q8(w) => {
+                w.codes.release();
+                w.scales.release();
             }
             LinearWeight::Unloaded { .. } => {}
         }
@@ -285,6 +316,11 @@ impl Linear {
                 let (codes, scales, biases) = crate::rows::take_affine4(set, prefix, rows, cols)?;
                 let adapter = LowRank::take(set, prefix, rows, cols)?;
                 Self::affine4(codes, scales, biases, adapter, rows, cols)?.weight
+            }
+            WeightLayout::Q8 => {
+                let codes = set.take(&q8::codes_name(prefix), &[rows, cols])?;
+                let scales = set.take(&q8::scales_name(prefix), &[rows, q8::row_groups(cols)])?;
+                Self::q8(codes, scales, rows, cols)?.weight
             }
         };
         let bias = if bias {
@@ -396,6 +432,33 @@ impl Linear {
                 scales,
                 biases,
                 adapter,
+                rows,
+                cols,
+            })),
+            bias: None,
+            rows,
+            cols,
+        })
+    }
+
+    /// A q8 layer (no bias) from its tensors: I8 `codes` `[rows, cols]`, F16 `scales`
+    /// `[rows, ⌈cols/64⌉]`. Every code is checked to be in −127..=127 (the byte −128 is not a
+    /// code: the quantizer never writes it, so it means a damaged tensor).
+    pub fn q8(codes: Tensor, scales: Tensor, rows: usize, cols: usize) -> Result<Self> {
+        require_dtype(&codes, Dtype::I8)?;
+        require_dtype(&scales, Dtype::F16)?;
+        let view = q8_view(&codes, &scales, rows, cols)?;
+        if let Some(at) = view.first_invalid_code() {
+            return Err(ModelError::Input(format!(
+                "{}: byte {at} is -128, not a q8 code (-{max}..={max})",
+                codes.name,
+                max = q8::MAX_CODE
+            )));
+        }
+        Ok(Linear {
+            weight: LinearWeight::Q8(Box::new(Q8Weight {
+                codes,
+                scales,
                 rows,
                 cols,
             })),

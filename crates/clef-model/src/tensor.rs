@@ -15,6 +15,8 @@ pub enum Dtype {
     F16,
     Bf16,
     U8,
+    /// Signed bytes (clef-q8-v1's codes).
+    I8,
     I64,
 }
 
@@ -23,7 +25,7 @@ impl Dtype {
         match self {
             Dtype::F32 => 4,
             Dtype::F16 | Dtype::Bf16 => 2,
-            Dtype::U8 => 1,
+            Dtype::U8 | Dtype::I8 => 1,
             Dtype::I64 => 8,
         }
     }
@@ -34,6 +36,7 @@ impl Dtype {
             Dtype::F16 => "F16",
             Dtype::Bf16 => "BF16",
             Dtype::U8 => "U8",
+            Dtype::I8 => "I8",
             Dtype::I64 => "I64",
         }
     }
@@ -45,6 +48,7 @@ impl Dtype {
             S::F16 => Dtype::F16,
             S::BF16 => Dtype::Bf16,
             S::U8 => Dtype::U8,
+            S::I8 => Dtype::I8,
             S::I64 => Dtype::I64,
             _ => return None,
         })
@@ -57,6 +61,7 @@ impl Dtype {
             Dtype::F16 => S::F16,
             Dtype::Bf16 => S::BF16,
             Dtype::U8 => S::U8,
+            Dtype::I8 => S::I8,
             Dtype::I64 => S::I64,
         }
     }
@@ -186,7 +191,7 @@ impl Tensor {
                 .chunks_exact(2)
                 .map(|c| f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32())
                 .collect(),
-            Dtype::U8 | Dtype::I64 => {
+            Dtype::U8 | Dtype::I8 | Dtype::I64 => {
                 return Err(ModelError::TensorDtype {
                     name: self.name.clone(),
                     dtype: self.dtype.name().into(),
@@ -224,7 +229,7 @@ impl Tensor {
             Dtype::F32 => WeightData::F32Bytes(self.bytes()),
             Dtype::Bf16 => WeightData::Bf16(self.bytes()),
             Dtype::F16 => WeightData::F16(self.bytes()),
-            Dtype::U8 | Dtype::I64 => {
+            Dtype::U8 | Dtype::I8 | Dtype::I64 => {
                 return Err(ModelError::TensorDtype {
                     name: self.name.clone(),
                     dtype: self.dtype.name().into(),

@@ -88,6 +88,11 @@ impl From<clef_formats::FormatError> for QuantError {
                 value,
                 max,
             },
+            F::NonFinite { what, index, .. } => QuantError::NonFinite { what, index },
+            // The scale amax/127 that did not fit.
+            F::ScaleOverflow { amax, .. } => QuantError::F16Overflow {
+                value: amax.parse::<f64>().unwrap_or(f64::INFINITY) / 127.0,
+            },
             F::UnknownFormat { .. } => QuantError::Config(e.to_string()),
         }
     }
