@@ -2,7 +2,7 @@
 //!
 //! Binaries are built for the baseline target, so every SIMD kernel is compiled with
 //! `#[target_feature]` and only called after `is_x86_feature_detected!` said yes. `CLEF_ISA`
-//! (`scalar`, `avx2`, `avx512`) lowers the choice, e.g. to exercise the AVX2 path on an AVX-512
+//! (`scalar`, `avx2`, `avxvnni`, `avx512`) lowers the choice, e.g. to exercise the AVX2 path on an AVX-512
 //! machine; it can never raise it above what the CPU has.
 
 use std::sync::OnceLock;
@@ -55,7 +55,8 @@ impl Isa {
     pub fn parse(name: &str) -> Option<Isa> {
         match name.trim().to_ascii_lowercase().as_str() {
             "scalar" => Some(Isa::Scalar),
-            "avx2" => Some(Isa::Avx2),
+            // `avxvnni` asks for the AVX2 f32 level with the 256-bit VNNI integer tile.
+            "avx2" | "avxvnni" => Some(Isa::Avx2),
             "avx512" => Some(Isa::Avx512),
             _ => None,
         }

@@ -20,6 +20,7 @@ mod deltanet;
 mod elementwise;
 mod error;
 pub mod formats;
+pub mod int8;
 mod gemm;
 mod isa;
 mod matmul;

@@ -75,6 +75,12 @@ impl<'a> Affine4View<'a> {
         &bytes[row * per_row..(row + 1) * per_row]
     }
 
+    /// Row `row`'s packed codes, BF16 scales and BF16 biases (the integer path's decoder).
+    pub(crate) fn row_parts(&self, row: usize) -> (&'a [u8], &'a [u8], &'a [u8]) {
+        let p = self.row(row);
+        (p.codes, p.scales, p.biases)
+    }
+
     fn row(&self, row: usize) -> RowParts<'a> {
         let g = row_groups(self.cols) * 2;
         RowParts {

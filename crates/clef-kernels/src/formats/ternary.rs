@@ -83,12 +83,12 @@ impl<'a> TernaryView<'a> {
         self.trits.iter().position(|&b| b > MAX_BYTE)
     }
 
-    fn row_trits(&self, row: usize) -> &'a [u8] {
+    pub(crate) fn row_trits(&self, row: usize) -> &'a [u8] {
         let rb = row_bytes(self.cols);
         &self.trits[row * rb..(row + 1) * rb]
     }
 
-    fn row_scales(&self, row: usize) -> &'a [u8] {
+    pub(crate) fn row_scales(&self, row: usize) -> &'a [u8] {
         let g = row_groups(self.cols) * 2;
         &self.scales[row * g..(row + 1) * g]
     }

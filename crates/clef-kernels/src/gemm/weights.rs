@@ -165,7 +165,7 @@ fn with_block_scratch(f: impl FnOnce(&mut Vec<f32>, &mut Vec<f32>)) {
 
 /// Writes (or adds) the per-block results `tiles[b]` (`[rows × nr]` for block span
 /// `(r0, nr)`) into y's columns `r0..r0 + nr`, then adds the bias.
-fn store_rows(
+pub(crate) fn store_rows(
     y: &mut [f32],
     n: usize,
     tiles: &[f32],
@@ -224,7 +224,7 @@ fn pack_x_block(x: &[f32], mc: usize, k: usize, kb: usize, mp: usize, out: &mut 
 /// Number of parallel work items for `groups` micro-tile row groups: at least one per thread
 /// (when there is enough work), a multiple of the thread count so that equal items split
 /// evenly, and at most `GROUPS_PER_BLOCK` groups each so that a weight panel stays in L2.
-fn plan_blocks(groups: usize, threads: usize) -> usize {
+pub(crate) fn plan_blocks(groups: usize, threads: usize) -> usize {
     let threads = threads.max(1);
     let by_size = groups.div_ceil(GROUPS_PER_BLOCK);
     let even = by_size.div_ceil(threads) * threads;

@@ -1,0 +1,91 @@
+//! Integer vs f32 matrix products at Clef-Flash shapes (m = 128 and 512): ternary and 4-bit
+//! weights through the f32 panel path and through every available integer tile, best of
+//! several alternating runs on the current thread count.
+//!
+//! `cargo run -p clef-kernels --example int8_speed [threads]`
+
+use clef_kernels::formats::affine4::{self, Affine4View};
+use clef_kernels::formats::ternary::{self, TernaryView};
+use clef_kernels::int8::{matmul_int8_with_isa, Int8Isa};
+use clef_kernels::{matmul_with_isa, Isa};
+use std::time::Instant;
+
+fn lcg(state: &mut u64) -> u64 {
+    *state = state
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    *state >> 33
+}
+
+fn best_of(runs: usize, mut f: impl FnMut()) -> f64 {
+    f();
+    (0..runs)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64()
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+fn main() {
+    let threads: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(2);
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build_global()
+        .unwrap();
+    let (rows, cols) = (12288, 4096);
+    let mut s = 1u64;
+    let trits: Vec<u8> = (0..rows * ternary::row_bytes(cols))
+        .map(|_| (lcg(&mut s) % 243) as u8)
+        .collect();
+    let tscales: Vec<u8> = (0..rows * ternary::row_groups(cols))
+        .flat_map(|_| 0x3c00u16.to_le_bytes())
+        .collect();
+    let codes: Vec<u8> = (0..rows * affine4::row_bytes(cols))
+        .map(|_| lcg(&mut s) as u8)
+        .collect();
+    let ascales: Vec<u8> = (0..rows * affine4::row_groups(cols))
+        .flat_map(|_| 0x3c00u16.to_le_bytes())
+        .collect();
+    let t = TernaryView::new(rows, cols, &trits, &tscales).unwrap();
+    let a = Affine4View::new(rows, cols, &codes, &ascales, &ascales).unwrap();
+    for m in [128usize, 512] {
+        let x: Vec<f32> = (0..m * cols)
+            .map(|_| (lcg(&mut s) % 2000) as f32 / 1000.0 - 1.0)
+            .collect();
+        let mut y = vec![0.0f32; m * rows];
+        let flops = 2.0 * (m * rows * cols) as f64;
+        let isa = Isa::detect();
+        let ft = best_of(3, || matmul_with_isa(isa, &x, m, &t, &mut y).unwrap());
+        let fa = best_of(3, || matmul_with_isa(isa, &x, m, &a, &mut y).unwrap());
+        println!(
+            "m={m} f32 {:?}: ternary {:.1} GFLOP/s, affine4 {:.1}",
+            isa,
+            flops / ft / 1e9,
+            flops / fa / 1e9
+        );
+        for i8isa in Int8Isa::available() {
+            if i8isa == Int8Isa::Portable {
+                continue;
+            }
+            let it = best_of(3, || {
+                matmul_int8_with_isa(i8isa, &x, m, &t, &mut y).unwrap()
+            });
+            let ia = best_of(3, || {
+                matmul_int8_with_isa(i8isa, &x, m, &a, &mut y).unwrap()
+            });
+            println!(
+                "m={m} int8 {}: ternary {:.1} G-ops/s ({:.2}x f32), affine4 {:.1} ({:.2}x)",
+                i8isa.name(),
+                flops / it / 1e9,
+                ft / it,
+                flops / ia / 1e9,
+                fa / ia
+            );
+        }
+    }
+}

@@ -1,0 +1,367 @@
+//! The driver of the integer matrix product: activations quantized and packed once per pass,
+//! weight panels decoded to int8 per k-block by each thread, tiles over both, results stored
+//! like the f32 matmul's (the same block plan and row scatter, [`crate::gemm::weights`]).
+
+use super::quantize::{quantize_rows_with_isa, QuantizedRows};
+use super::tile::{finish_group, Int8Tile, TileArgs, KC, STEPS};
+use super::{Int8Isa, Int8Panel, Int8Weights, GROUP};
+use crate::error::KernelError;
+use crate::gemm::weights::{plan_blocks, store_rows};
+use crate::isa::Isa;
+use crate::scratch;
+use rayon::prelude::*;
+use std::cell::RefCell;
+
+/// Upper bound on activation rows per pass (as the f32 matmul).
+const MC_MAX: usize = 512;
+
+fn check_shapes(x: &[f32], m: usize, rows: usize, cols: usize, y: &[f32]) {
+    assert_eq!(x.len(), m * cols, "x must be m × cols");
+    assert_eq!(y.len(), m * rows, "y must be m × rows");
+}
+
+/// `y[m × rows] = x[m × cols] · Wᵀ` (y overwritten) through int8 activations, on the best
+/// integer tile, parallel on the current rayon pool.
+pub fn matmul_int8<W: Int8Weights + ?Sized>(x: &[f32], m: usize, w: &W, y: &mut [f32]) {
+    check_shapes(x, m, w.rows(), w.cols(), y);
+    let tile = Int8Tile::for_isa(Int8Isa::detect(), w.code_range())
+        .or_else(|| Int8Tile::for_isa(Int8Isa::Portable, w.code_range()))
+        .expect("the portable tile is always available");
+    run(tile, x, m, w, y);
+}
+
+/// [`matmul_int8`] on a chosen tile (tests, benchmarks); fails when this CPU lacks it.
+pub fn matmul_int8_with_isa<W: Int8Weights + ?Sized>(
+    isa: Int8Isa,
+    x: &[f32],
+    m: usize,
+    w: &W,
+    y: &mut [f32],
+) -> Result<(), KernelError> {
+    check_shapes(x, m, w.rows(), w.cols(), y);
+    let tile = Int8Tile::for_isa(isa, w.code_range())
+        .ok_or(KernelError::IsaUnavailable(isa.f32_level()))?;
+    run(tile, x, m, w, y);
+    Ok(())
+}
+
+/// The reference twin: scalar quantizer, one weight row at a time, the module docs' formula
+/// per output.
+pub fn matmul_int8_reference<W: Int8Weights + ?Sized>(x: &[f32], m: usize, w: &W, y: &mut [f32]) {
+    let (n, k) = (w.rows(), w.cols());
+    check_shapes(x, m, n, k, y);
+    let mut q = QuantizedRows::default();
+    quantize_rows_with_isa(Isa::Scalar, x, m, k, &mut q);
+    let (groups, stride) = (q.groups, q.stride());
+    let mut codes = vec![0i8; stride];
+    let mut scales = vec![0.0f32; groups];
+    let mut offsets = vec![0.0f32; groups];
+    let affine = w.has_offsets();
+    for j in 0..n {
+        if k > 0 {
+            let mut panel = Int8Panel {
+                codes: &mut codes,
+                ld: stride,
+                scales: &mut scales,
+                offsets: &mut offsets,
+                gs: groups,
+            };
+            w.decode_int8(j, 1, 0, k, &mut panel);
+        }
+        for i in 0..m {
+            let mut acc = 0.0f32;
+            for g in 0..groups {
+                let xc = &q.codes[i * stride + g * GROUP..i * stride + (g + 1) * GROUP];
+                let wc = &codes[g * GROUP..(g + 1) * GROUP];
+                let dot: i32 = xc
+                    .iter()
+                    .zip(wc)
+                    .map(|(&a, &b)| i32::from(a) * i32::from(b))
+                    .sum();
+                let sx = q.scales[i * groups + g];
+                let off = affine.then(|| (offsets[g], sx * q.sums[i * groups + g] as f32));
+                acc = finish_group(acc, dot, scales[g], sx, off);
+            }
+            y[i * n + j] = acc;
+        }
+    }
+}
+
+thread_local! {
+    /// The calling thread's quantized rows and packed activations, kept between calls.
+    static PASS_SCRATCH: RefCell<(QuantizedRows, Vec<u32>)> = RefCell::new(Default::default());
+    /// Each worker's decoded weight panel, kept between calls.
+    static BLOCK_SCRATCH: RefCell<BlockScratch> = RefCell::new(BlockScratch::default());
+}
+
+#[derive(Default)]
+struct BlockScratch {
+    codes: Vec<i8>,
+    scales: Vec<f32>,
+    offsets: Vec<f32>,
+    corr: Vec<i32>,
+    acc: Vec<f32>,
+}
+
+fn run<W: Int8Weights + ?Sized>(tile: Int8Tile, x: &[f32], m: usize, w: &W, y: &mut [f32]) {
+    let (n, k) = (w.rows(), w.cols());
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        y.fill(0.0);
+        return;
+    }
+    let mut m0 = 0;
+    while m0 < m {
+        let mc = MC_MAX.min(m - m0);
+        let xs = &x[m0 * k..(m0 + mc) * k];
+        let ys = &mut y[m0 * n..(m0 + mc) * n];
+        PASS_SCRATCH.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut s) => {
+                let (q, packed) = &mut *s;
+                pass(tile, xs, mc, w, ys, q, packed)
+            }
+            Err(_) => pass(
+                tile,
+                xs,
+                mc,
+                w,
+                ys,
+                &mut Default::default(),
+                &mut Vec::new(),
+            ),
+        });
+        m0 += mc;
+    }
+}
+
+/// Where one k-block's packed activations, scales and sums lie in the pass buffer (32-bit
+/// words, so that the f32 parts are aligned).
+struct PackLayout {
+    panels: usize,
+    mp: usize,
+    kblocks: usize,
+    /// Words of one (k-block, panel): `KC/4 · MP` code words, then per group MP scales and MP
+    /// sums (f32 bits).
+    panel_words: usize,
+}
+
+impl PackLayout {
+    fn new(mc: usize, groups: usize, mp: usize) -> Self {
+        let gpk = KC / GROUP;
+        PackLayout {
+            panels: mc.div_ceil(mp),
+            mp,
+            kblocks: groups.div_ceil(gpk),
+            panel_words: KC / 4 * mp + 2 * gpk * mp,
+        }
+    }
+
+    fn offset(&self, kb: usize, p: usize) -> usize {
+        (kb * self.panels + p) * self.panel_words
+    }
+}
+
+/// Packs one (k-block, panel) of the quantized rows: codes as 4-byte words per step and lane
+/// (`+ 128` for unsigned tiles), then the groups' scales and `scale · Σ codes` per lane. Lanes
+/// past `mc` are zero codes with zero scales, so they contribute nothing.
+fn pack_panel(
+    q: &QuantizedRows,
+    mc: usize,
+    kb: usize,
+    p: usize,
+    mp: usize,
+    unsigned: bool,
+    out: &mut [u32],
+) {
+    let gpk = KC / GROUP;
+    let g0 = kb * gpk;
+    let ng = gpk.min(q.groups - g0);
+    let stride = q.stride();
+    let bias = if unsigned { 0x80u8 } else { 0 };
+    let (codes, rest) = out.split_at_mut(KC / 4 * mp);
+    for lane in 0..mp {
+        let row = p * mp + lane;
+        for s in 0..ng * STEPS {
+            let mut bytes = [bias; 4];
+            if row < mc {
+                let c = row * stride + g0 * GROUP + 4 * s;
+                for (d, &v) in bytes.iter_mut().zip(&q.codes[c..c + 4]) {
+                    *d = (v as u8) ^ bias;
+                }
+            }
+            // Native byte order: the tiles read the word's bytes in memory order.
+            codes[s * mp + lane] = u32::from_ne_bytes(bytes);
+        }
+    }
+    let (scales, sums) = rest.split_at_mut(gpk * mp);
+    for g in 0..ng {
+        for lane in 0..mp {
+            let row = p * mp + lane;
+            let (sx, xsum) = if row < mc {
+                let i = row * q.groups + g0 + g;
+                (q.scales[i], q.scales[i] * q.sums[i] as f32)
+            } else {
+                (0.0, 0.0)
+            };
+            scales[g * mp + lane] = sx.to_bits();
+            sums[g * mp + lane] = xsum.to_bits();
+        }
+    }
+}
+
+/// One pass over at most `MC_MAX` activation rows.
+fn pass<W: Int8Weights + ?Sized>(
+    tile: Int8Tile,
+    x: &[f32],
+    mc: usize,
+    w: &W,
+    y: &mut [f32],
+    q: &mut QuantizedRows,
+    packed: &mut Vec<u32>,
+) {
+    let (n, k) = (w.rows(), w.cols());
+    let (mr, mp) = (tile.mr, tile.mp);
+    quantize_rows_with_isa(tile.isa.f32_level(), x, mc, k, q);
+    let layout = PackLayout::new(mc, q.groups, mp);
+    let total = layout.kblocks * layout.panels * layout.panel_words;
+    packed.clear();
+    packed.resize(total, 0);
+    packed
+        .par_chunks_mut(layout.panel_words)
+        .enumerate()
+        .for_each(|(i, out)| {
+            let (kb, p) = (i / layout.panels, i % layout.panels);
+            pack_panel(q, mc, kb, p, mp, tile.unsigned_x, out);
+        });
+
+    let affine = w.has_offsets();
+    let kpad = q.groups * GROUP;
+    let groups = n.div_ceil(mr);
+    let blocks = plan_blocks(groups, rayon::current_num_threads());
+    let block_range = |b: usize| (groups * b / blocks, groups * (b + 1) / blocks);
+    let span = |b: usize| {
+        let (g0, g1) = block_range(b);
+        (g0 * mr, (g1 * mr).min(n) - g0 * mr)
+    };
+    let mpad = layout.panels * mp;
+    let chunk = mc * groups.div_ceil(blocks) * mr;
+    let mut tiles = scratch::take(blocks * chunk);
+    let packed = &packed[..];
+    tiles
+        .par_chunks_mut(chunk)
+        .enumerate()
+        .for_each(|(b, out)| {
+            let (g0, g1) = block_range(b);
+            let (r0, nr) = span(b);
+            let nrpad = (g1 - g0) * mr;
+            BLOCK_SCRATCH.with(|cell| {
+                let mut s = cell.borrow_mut();
+                block(
+                    &tile, w, packed, &layout, kpad, k, r0, nr, nrpad, mc, mpad, affine, &mut s,
+                    out,
+                );
+            });
+        });
+    let spans: Vec<(usize, usize)> = (0..blocks).map(span).collect();
+    store_rows(y, n, &tiles, chunk, &spans, None, false);
+    scratch::give(tiles);
+}
+
+/// One parallel work item: weight rows `r0..r0 + nr` (padded to `nrpad`) against every panel.
+fn block<W: Int8Weights + ?Sized>(
+    tile: &Int8Tile,
+    w: &W,
+    packed: &[u32],
+    layout: &PackLayout,
+    kpad: usize,
+    k: usize,
+    r0: usize,
+    nr: usize,
+    nrpad: usize,
+    mc: usize,
+    mpad: usize,
+    affine: bool,
+    s: &mut BlockScratch,
+    out: &mut [f32],
+) {
+    let gpk = KC / GROUP;
+    let mp = layout.mp;
+    let mr = tile.mr;
+    s.codes.clear();
+    s.codes.resize(nrpad * KC, 0);
+    for v in [&mut s.scales, &mut s.offsets] {
+        v.clear();
+        v.resize(nrpad * gpk, 0.0);
+    }
+    s.corr.clear();
+    s.corr.resize(nrpad * gpk, 0);
+    s.acc.clear();
+    s.acc.resize(nrpad * mpad, 0.0);
+    for kb in 0..layout.kblocks {
+        let c0 = kb * KC;
+        let kc = KC.min(kpad - c0);
+        let ng = kc / GROUP;
+        let ncols = kc.min(k - c0);
+        {
+            let mut panel = Int8Panel {
+                codes: &mut s.codes,
+                ld: KC,
+                scales: &mut s.scales,
+                offsets: &mut s.offsets,
+                gs: gpk,
+            };
+            w.decode_int8(r0, nr, c0, ncols, &mut panel);
+        }
+        if ncols < kc {
+            // The last group's columns past the matrix are zero codes.
+            for r in 0..nr {
+                s.codes[r * KC + ncols..r * KC + kc].fill(0);
+            }
+        }
+        if tile.unsigned_x {
+            for r in 0..nr {
+                for g in 0..ng {
+                    let sum: i32 = s.codes[r * KC + g * GROUP..r * KC + (g + 1) * GROUP]
+                        .iter()
+                        .map(|&c| i32::from(c))
+                        .sum();
+                    s.corr[r * gpk + g] = -128 * sum;
+                }
+            }
+        }
+        for jr in 0..nrpad / mr {
+            for p in 0..layout.panels {
+                let base = layout.offset(kb, p);
+                let panel = &packed[base..base + layout.panel_words];
+                let args = TileArgs {
+                    groups: ng,
+                    w: s.codes[jr * mr * KC..].as_ptr(),
+                    wscale: s.scales[jr * mr * gpk..].as_ptr(),
+                    woff: s.offsets[jr * mr * gpk..].as_ptr(),
+                    wcorr: s.corr[jr * mr * gpk..].as_ptr(),
+                    gs: gpk,
+                    x: panel.as_ptr().cast(),
+                    xscale: panel[KC / 4 * mp..].as_ptr().cast(),
+                    xsum: panel[KC / 4 * mp + gpk * mp..].as_ptr().cast(),
+                    c: s.acc[jr * mr * mpad + p * mp..].as_mut_ptr(),
+                    ldc: mpad,
+                    init: kb == 0,
+                };
+                // SAFETY: the tile was built for an available ISA; the weight rows
+                // `jr·mr..(jr + 1)·mr` lie inside the `nrpad × KC` codes and `nrpad × gpk`
+                // group arrays, the panel holds `ng·STEPS` steps of `mp` lanes plus `gpk·mp`
+                // scales and sums, and the output rows `jr·mr..` of stride `mpad` hold `mp`
+                // lanes from `p·mp` on.
+                unsafe { tile.run(&args, affine) };
+            }
+        }
+    }
+    // Transpose to [mc × nr] while the tile is still in cache.
+    for a in 0..nr {
+        for (i, &v) in s.acc[a * mpad..a * mpad + mc].iter().enumerate() {
+            out[i * nr + a] = v;
+        }
+    }
+}

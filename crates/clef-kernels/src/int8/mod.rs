@@ -1,0 +1,86 @@
+//! Integer matrix products for quantized weights: `y = x · Wᵀ` with the activations quantized to
+//! int8 per group of 64 columns (one f32 scale per row and group, [`quantize`]) and the weights
+//! decoded panel by panel to int8 codes with one f32 scale (and, for the 4-bit affine format,
+//! one f32 offset) per row and group ([`Int8Weights`]).
+//!
+//! Per output `y[i, j]`, for each group `g` in order (formats.md §5, "int8 matrix products"):
+//!
+//! ```text
+//! dot = Σ_{c ∈ g} qw[j, c] · qx[i, c]                  (exact, i32)
+//! acc = fma(f32(dot), sw[j, g] · sx[i, g], acc)         (acc starts at +0)
+//! acc = fma(ow[j, g], sx[i, g] · f32(Σ_{c ∈ g} qx[i, c]), acc)   (affine weights only)
+//! ```
+//!
+//! The integer part is exact and the float part is one fixed sequence of roundings, so every
+//! instruction set gives the same bits as the scalar twin ([`matmul_int8_reference`]), whatever
+//! the thread count. The SIMD tiles get there by different routes: AVX-512 VNNI and AVX-VNNI
+//! multiply unsigned activations `qx + 128` by signed weights with `vpdpbusd` and subtract
+//! `128 · Σ qw` (exact) per group; AVX2 uses `vpmaddubsw` the same way for ternary codes (whose
+//! pair sums cannot saturate 16 bits) and the sign trick (`|qw|` × `sign(qx, qw)`) for wider
+//! codes.
+
+mod formats;
+mod gemm;
+mod isa;
+pub mod quantize;
+mod tile;
+#[cfg(target_arch = "x86_64")]
+mod tile_avx2;
+#[cfg(target_arch = "x86_64")]
+mod tile_vnni;
+
+pub use gemm::{matmul_int8, matmul_int8_reference, matmul_int8_with_isa};
+pub use isa::Int8Isa;
+pub use quantize::{quantize_rows, quantize_rows_scalar, quantize_rows_with_isa, QuantizedRows};
+
+/// Columns per scale group, shared by the activations and every integer weight format.
+pub const GROUP: usize = clef_formats::GROUP;
+
+/// How wide a format's integer codes are; picks the AVX2 tile (narrow codes never saturate
+/// `vpmaddubsw`'s 16-bit pair sums against unsigned activations).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum CodeRange {
+    /// −1, 0, +1 (ternary).
+    Ternary,
+    /// 0..=15 (4-bit affine).
+    Nibble,
+    /// −127..=127 (q8). −128 never occurs: loaders refuse it.
+    Int8,
+}
+
+/// One decoded weight panel: `nrows` rows of int8 codes (`codes[r·ld + c]`) and per (row, group)
+/// scales and offsets (`scales[r·gs + g]`, `offsets[r·gs + g]`; offsets only for formats with
+/// [`Int8Weights::has_offsets`]).
+pub struct Int8Panel<'a> {
+    pub codes: &'a mut [i8],
+    pub ld: usize,
+    pub scales: &'a mut [f32],
+    pub offsets: &'a mut [f32],
+    pub gs: usize,
+}
+
+/// A weight format that decodes to int8 codes with per-group scales: the integer counterpart
+/// of [`crate::PanelDecode`].
+pub trait Int8Weights: Sync {
+    fn rows(&self) -> usize;
+    fn cols(&self) -> usize;
+    /// The range every code lies in.
+    fn code_range(&self) -> CodeRange;
+    /// Whether `w = scale·q + offset` (the 4-bit affine format) rather than `scale·q`.
+    fn has_offsets(&self) -> bool {
+        false
+    }
+    /// Decodes rows `row0..row0 + nrows`, columns `col0..col0 + ncols` (`col0` a multiple of
+    /// [`GROUP`]) into `panel`: codes at `panel.codes[r·ld + (c − col0)]`, and for each of the
+    /// `ncols.div_ceil(GROUP)` groups its scale (and offset) at `[r·gs + g]`.
+    fn decode_int8(
+        &self,
+        row0: usize,
+        nrows: usize,
+        col0: usize,
+        ncols: usize,
+        panel: &mut Int8Panel,
+    );
+    /// Optional hint: the given block will be decoded soon.
+    fn prefetch_int8(&self, _row0: usize, _nrows: usize, _col0: usize, _ncols: usize) {}
+}

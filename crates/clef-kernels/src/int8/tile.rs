@@ -1,0 +1,195 @@
+//! The integer micro-kernel contract, its per-ISA selection and the portable tile.
+//!
+//! A tile computes `C[MR × MP]` for `MR` weight rows (the broadcast operand, int8 codes in a
+//! row-major panel of stride [`KC`]) and `MP` activation rows (the vector operand, packed as
+//! 32-bit words of four consecutive codes: step `s` (columns `4s..4s + 4`), lane `b` at
+//! `x[(s·MP + b)·4..]`), over `groups` whole groups of [`GROUP`] columns, applying each group's
+//! scales as it ends (module docs of [`super`]).
+
+use super::{CodeRange, Int8Isa, GROUP};
+
+/// Columns of one k-block of the integer product (8 groups; a block of 16 × 12 weight rows is
+/// 96 KiB of codes, which stays in L2).
+pub(crate) const KC: usize = 512;
+/// Code steps (4 columns each) per group.
+pub(crate) const STEPS: usize = GROUP / 4;
+
+/// Raw operands of one tile; the driver checks every extent before building one.
+pub(crate) struct TileArgs {
+    /// Whole groups in this k-block.
+    pub groups: usize,
+    /// Weight codes: row `a`, column `c` at `w[a·KC + c]`.
+    pub w: *const i8,
+    /// Weight scales, offsets and (unsigned tiles) `−128 · Σ codes`: row `a`, group `g` at
+    /// `[a·gs + g]`.
+    pub wscale: *const f32,
+    pub woff: *const f32,
+    pub wcorr: *const i32,
+    pub gs: usize,
+    /// Packed activation codes (see the module docs), `qx + 128` for unsigned tiles.
+    pub x: *const u8,
+    /// Activation scales and `scale · Σ codes` per group and lane: `[g·MP + b]`.
+    pub xscale: *const f32,
+    pub xsum: *const f32,
+    /// Output `c[a·ldc + b]`.
+    pub c: *mut f32,
+    pub ldc: usize,
+    /// Overwrite `c` (first k-block) instead of accumulating into it.
+    pub init: bool,
+}
+
+pub(crate) type TileFn = unsafe fn(&TileArgs);
+
+/// A tile implementation with its shape. Only constructible for an available ISA.
+#[derive(Clone, Copy)]
+pub(crate) struct Int8Tile {
+    pub mr: usize,
+    pub mp: usize,
+    /// Whether activations are packed as `qx + 128` (u8) rather than `qx` (i8).
+    pub unsigned_x: bool,
+    pub isa: Int8Isa,
+    plain: TileFn,
+    affine: TileFn,
+}
+
+impl Int8Tile {
+    /// The tile for `isa` and codes in `range`, or `None` when this CPU lacks `isa`.
+    pub(crate) fn for_isa(isa: Int8Isa, range: CodeRange) -> Option<Int8Tile> {
+        if !isa.is_available() {
+            return None;
+        }
+        let _ = range;
+        let tile = match isa {
+            #[cfg(target_arch = "x86_64")]
+            Int8Isa::Avx512Vnni => {
+                use super::tile_vnni::zmm as t;
+                Int8Tile {
+                    mr: t::MR,
+                    mp: t::MP,
+                    unsigned_x: true,
+                    isa,
+                    plain: t::tile::<false>,
+                    affine: t::tile::<true>,
+                }
+            }
+            #[cfg(target_arch = "x86_64")]
+            Int8Isa::AvxVnni => {
+                use super::tile_vnni::ymm as t;
+                Int8Tile {
+                    mr: t::MR,
+                    mp: t::MP,
+                    unsigned_x: true,
+                    isa,
+                    plain: t::tile::<false>,
+                    affine: t::tile::<true>,
+                }
+            }
+            #[cfg(target_arch = "x86_64")]
+            Int8Isa::Avx2 if range == CodeRange::Ternary => {
+                use super::tile_avx2::narrow as t;
+                Int8Tile {
+                    mr: t::MR,
+                    mp: t::MP,
+                    unsigned_x: true,
+                    isa,
+                    plain: t::tile::<false>,
+                    affine: t::tile::<true>,
+                }
+            }
+            #[cfg(target_arch = "x86_64")]
+            Int8Isa::Avx2 => {
+                use super::tile_avx2::signed as t;
+                Int8Tile {
+                    mr: t::MR,
+                    mp: t::MP,
+                    unsigned_x: false,
+                    isa,
+                    plain: t::tile::<false>,
+                    affine: t::tile::<true>,
+                }
+            }
+            _ => Int8Tile {
+                mr: portable::MR,
+                mp: portable::MP,
+                unsigned_x: false,
+                isa: Int8Isa::Portable,
+                plain: portable::tile::<false>,
+                affine: portable::tile::<true>,
+            },
+        };
+        Some(tile)
+    }
+
+    /// Runs one tile.
+    ///
+    /// # Safety
+    /// Every pointer in `args` must cover the extents the module docs give for `self.mr` rows,
+    /// `self.mp` lanes and `args.groups` groups.
+    #[inline]
+    pub(crate) unsafe fn run(&self, args: &TileArgs, affine: bool) {
+        if affine {
+            (self.affine)(args)
+        } else {
+            (self.plain)(args)
+        }
+    }
+}
+
+/// The group-end update of one output, shared by the portable tile and the reference twin.
+#[inline(always)]
+pub(crate) fn finish_group(
+    c: f32,
+    dot: i32,
+    sw: f32,
+    sx: f32,
+    offset_term: Option<(f32, f32)>,
+) -> f32 {
+    let c = (dot as f32).mul_add(sw * sx, c);
+    match offset_term {
+        Some((ow, xsum)) => ow.mul_add(xsum, c),
+        None => c,
+    }
+}
+
+/// Portable Rust: a 4 × 8 tile over signed activation codes.
+mod portable {
+    use super::{finish_group, TileArgs, KC, STEPS};
+    use crate::int8::GROUP;
+
+    pub(super) const MR: usize = 4;
+    pub(super) const MP: usize = 8;
+
+    /// # Safety
+    /// See [`super::Int8Tile::run`].
+    pub(super) unsafe fn tile<const AFFINE: bool>(t: &TileArgs) {
+        for g in 0..t.groups {
+            let mut dots = [[0i32; MP]; MR];
+            for s in 0..STEPS {
+                let col = g * GROUP + 4 * s;
+                let xs = t.x.add((g * STEPS + s) * MP * 4).cast::<i8>();
+                for (a, row) in dots.iter_mut().enumerate() {
+                    let w = t.w.add(a * KC + col);
+                    for (b, d) in row.iter_mut().enumerate() {
+                        for q in 0..4 {
+                            *d += i32::from(*w.add(q)) * i32::from(*xs.add(b * 4 + q));
+                        }
+                    }
+                }
+            }
+            for (a, row) in dots.iter().enumerate() {
+                let sw = *t.wscale.add(a * t.gs + g);
+                for (b, &dot) in row.iter().enumerate() {
+                    let cp = t.c.add(a * t.ldc + b);
+                    let prev = if t.init && g == 0 { 0.0 } else { *cp };
+                    let sx = *t.xscale.add(g * MP + b);
+                    let off = if AFFINE {
+                        Some((*t.woff.add(a * t.gs + g), *t.xsum.add(g * MP + b)))
+                    } else {
+                        None
+                    };
+                    *cp = finish_group(prev, dot, sw, sx, off);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! AVX2 integer tiles (no VNNI): `vpmaddubsw` multiplies unsigned by signed bytes and adds
+//! adjacent pairs into saturating 16-bit lanes, `vpmaddwd` against ones widens pairs of those to
+//! 32 bits. Two forms, by the weights' code range:
+//!
+//! - `narrow` (ternary codes): unsigned activations `qx + 128` times the codes. A pair sum is at
+//!   most 2 · 255 · 1 = 510, so a whole group's 16 steps accumulate in 16 bits (≤ 8,160) before
+//!   one `vpmaddwd`: two instructions per 32 multiply-adds. The `+ 128` is undone exactly by the
+//!   precomputed `−128 · Σ qw` per (row, group).
+//! - `signed` (4-bit and 8-bit codes): `|qw|` times `sign(qx, qw)` (the sign trick), pair sums
+//!   ≤ 2 · 127 · 127 = 32,258, so never saturated; four instructions per 32 multiply-adds.
+
+/// Shared group-end update: `c = fma(f32(dot), sw·sx, c)` (+ the offset term), as
+/// [`super::tile::finish_group`] computes it lane by lane.
+macro_rules! finish_group_avx2 {
+    ($t:expr, $dot:expr, $a:expr, $v:expr, $g:expr, $mp:expr, $affine:expr) => {{
+        use std::arch::x86_64::*;
+        let t = $t;
+        let cp = t.c.add($a * t.ldc + 8 * $v);
+        let prev = if t.init && $g == 0 {
+            _mm256_setzero_ps()
+        } else {
+            _mm256_loadu_ps(cp)
+        };
+        let sw = _mm256_set1_ps(*t.wscale.add($a * t.gs + $g));
+        let sx = _mm256_loadu_ps(t.xscale.add($g * $mp + 8 * $v));
+        let mut c = _mm256_fmadd_ps(_mm256_cvtepi32_ps($dot), _mm256_mul_ps(sw, sx), prev);
+        if $affine {
+            let ow = _mm256_set1_ps(*t.woff.add($a * t.gs + $g));
+            let xs = _mm256_loadu_ps(t.xsum.add($g * $mp + 8 * $v));
+            c = _mm256_fmadd_ps(ow, xs, c);
+        }
+        _mm256_storeu_ps(cp, c);
+    }};
+}
+pub(crate) use finish_group_avx2;
+
+/// Ternary codes against unsigned activations, 6 × 16.
+pub(super) mod narrow {
+    use crate::int8::tile::{TileArgs, KC, STEPS};
+    use crate::int8::GROUP;
+    use std::arch::x86_64::*;
+
+    pub(crate) const MR: usize = 6;
+    const NV: usize = 2;
+    pub(crate) const MP: usize = 8 * NV;
+
+    /// # Safety
+    /// AVX2 must be available and `t` must satisfy [`crate::int8::tile::Int8Tile::run`].
+    #[target_feature(enable = "avx2,fma")]
+    pub(crate) unsafe fn tile<const AFFINE: bool>(t: &TileArgs) {
+        let ones = _mm256_set1_epi16(1);
+        for g in 0..t.groups {
+            let mut acc = [[_mm256_setzero_si256(); NV]; MR];
+            let mut xp = t.x.add(g * STEPS * MP * 4);
+            let mut wp = t.w.add(g * GROUP);
+            for _ in 0..STEPS {
+                let xv = [
+                    _mm256_loadu_si256(xp.cast()),
+                    _mm256_loadu_si256(xp.add(32).cast()),
+                ];
+                for (a, row) in acc.iter_mut().enumerate() {
+                    let wb = _mm256_set1_epi32(wp.add(a * KC).cast::<i32>().read_unaligned());
+                    for (r, &x) in row.iter_mut().zip(&xv) {
+                        *r = _mm256_add_epi16(*r, _mm256_maddubs_epi16(x, wb));
+                    }
+                }
+                xp = xp.add(MP * 4);
+                wp = wp.add(4);
+            }
+            for (a, row) in acc.iter().enumerate() {
+                let corr = _mm256_set1_epi32(*t.wcorr.add(a * t.gs + g));
+                for (v, &r) in row.iter().enumerate() {
+                    let dot = _mm256_add_epi32(_mm256_madd_epi16(r, ones), corr);
+                    super::finish_group_avx2!(t, dot, a, v, g, MP, AFFINE);
+                }
+            }
+        }
+    }
+}
+
+/// Any int8 codes against signed activations (the sign trick), 4 × 16.
+pub(super) mod signed {
+    use crate::int8::tile::{TileArgs, KC, STEPS};
+    use crate::int8::GROUP;
+    use std::arch::x86_64::*;
+
+    pub(crate) const MR: usize = 4;
+    const NV: usize = 2;
+    pub(crate) const MP: usize = 8 * NV;
+
+    /// # Safety
+    /// AVX2 must be available and `t` must satisfy [`crate::int8::tile::Int8Tile::run`].
+    #[target_feature(enable = "avx2,fma")]
+    pub(crate) unsafe fn tile<const AFFINE: bool>(t: &TileArgs) {
+        let ones = _mm256_set1_epi16(1);
+        for g in 0..t.groups {
+            let mut acc = [[_mm256_setzero_si256(); NV]; MR];
+            let mut xp = t.x.add(g * STEPS * MP * 4);
+            let mut wp = t.w.add(g * GROUP);
+            for _ in 0..STEPS {
+                let xv = [
+                    _mm256_loadu_si256(xp.cast()),
+                    _mm256_loadu_si256(xp.add(32).cast()),
+                ];
+                for (a, row) in acc.iter_mut().enumerate() {
+                    let wb = _mm256_set1_epi32(wp.add(a * KC).cast::<i32>().read_unaligned());
+                    let wabs = _mm256_abs_epi8(wb);
+                    for (r, &x) in row.iter_mut().zip(&xv) {
+                        let pairs = _mm256_maddubs_epi16(wabs, _mm256_sign_epi8(x, wb));
+                        *r = _mm256_add_epi32(*r, _mm256_madd_epi16(pairs, ones));
+                    }
+                }
+                xp = xp.add(MP * 4);
+                wp = wp.add(4);
+            }
+            for (a, row) in acc.iter().enumerate() {
+                for (v, &dot) in row.iter().enumerate() {
+                    super::finish_group_avx2!(t, dot, a, v, g, MP, AFFINE);
+                }
+            }
+        }
+    }
+}

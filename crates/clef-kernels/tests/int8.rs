@@ -1,0 +1,255 @@
+//! The integer matrix product: every tile against the scalar reference twin bit for bit (on
+//! ternary, 4-bit and q8 weights, any shape, any thread count), the SIMD quantizer against its
+//! scalar twin, and the product's accuracy against the f32 product of the same weights.
+
+use clef_kernels::formats::affine4::{self, Affine4View};
+use clef_kernels::formats::q8::{self, Q8View};
+use clef_kernels::formats::ternary::{self, TernaryView};
+use clef_kernels::int8::{
+    matmul_int8, matmul_int8_reference, matmul_int8_with_isa, quantize_rows_scalar,
+    quantize_rows_with_isa, Int8Isa, Int8Weights, QuantizedRows, GROUP,
+};
+use clef_kernels::{matmul_scalar, Isa, PanelDecode, WeightView};
+use proptest::prelude::*;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+fn bf16_bytes(rng: &mut StdRng, n: usize, lo: f32, hi: f32) -> Vec<u8> {
+    (0..n)
+        .flat_map(|_| {
+            half::bf16::from_f32(rng.random_range(lo..hi))
+                .to_bits()
+                .to_le_bytes()
+        })
+        .collect()
+}
+
+/// Activations with the spread real ones have: mostly small, a few outliers, some exact zeros
+/// and an all-zero row.
+fn activations(rng: &mut StdRng, m: usize, k: usize) -> Vec<f32> {
+    let mut x: Vec<f32> = (0..m * k)
+        .map(|_| match rng.random_range(0..20) {
+            0 => 0.0,
+            1 => rng.random_range(-40.0..40.0),
+            _ => rng.random_range(-1.5..1.5),
+        })
+        .collect();
+    if m > 2 {
+        x[k..2 * k].fill(0.0);
+    }
+    x
+}
+
+struct Ternary {
+    trits: Vec<u8>,
+    scales: Vec<u8>,
+}
+
+impl Ternary {
+    fn random(rng: &mut StdRng, rows: usize, cols: usize) -> Ternary {
+        Ternary {
+            trits: (0..rows * ternary::row_bytes(cols))
+                .map(|_| rng.random_range(0..=ternary::MAX_BYTE))
+                .collect(),
+            scales: bf16_bytes(rng, rows * ternary::row_groups(cols), 0.001, 0.1),
+        }
+    }
+    fn view(&self, rows: usize, cols: usize) -> TernaryView<'_> {
+        TernaryView::new(rows, cols, &self.trits, &self.scales).unwrap()
+    }
+}
+
+struct Affine {
+    codes: Vec<u8>,
+    scales: Vec<u8>,
+    biases: Vec<u8>,
+}
+
+impl Affine {
+    fn random(rng: &mut StdRng, rows: usize, cols: usize) -> Affine {
+        let g = rows * affine4::row_groups(cols);
+        Affine {
+            codes: (0..rows * affine4::row_bytes(cols))
+                .map(|_| rng.random())
+                .collect(),
+            scales: bf16_bytes(rng, g, 0.001, 0.02),
+            biases: bf16_bytes(rng, g, -0.1, 0.1),
+        }
+    }
+    fn view(&self, rows: usize, cols: usize) -> Affine4View<'_> {
+        Affine4View::new(rows, cols, &self.codes, &self.scales, &self.biases).unwrap()
+    }
+}
+
+struct Q8 {
+    codes: Vec<u8>,
+    scales: Vec<u8>,
+}
+
+impl Q8 {
+    /// Codes anywhere in −127..=127 (the full range, so the AVX2 sign trick's widest pair sums
+    /// occur), FP16 scales.
+    fn random(rng: &mut StdRng, rows: usize, cols: usize) -> Q8 {
+        Q8 {
+            codes: (0..rows * cols)
+                .map(|_| match rng.random_range(0..8) {
+                    0 => 127u8,
+                    1 => (-127i8) as u8,
+                    _ => rng.random_range(-127i8..=127) as u8,
+                })
+                .collect(),
+            scales: (0..rows * q8::row_groups(cols))
+                .flat_map(|_| {
+                    half::f16::from_f32(rng.random_range(1e-4..1e-2))
+                        .to_bits()
+                        .to_le_bytes()
+                })
+                .collect(),
+        }
+    }
+    fn view(&self, rows: usize, cols: usize) -> Q8View<'_> {
+        Q8View::new(rows, cols, &self.codes, &self.scales).unwrap()
+    }
+}
+
+fn same_bits(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+}
+
+/// Every available tile and the dispatcher, on 1 and 3 threads, against the reference twin.
+fn check_tiles<W: Int8Weights>(w: &W, x: &[f32], m: usize) -> Result<(), TestCaseError> {
+    let rows = w.rows();
+    let mut want = vec![0.0f32; m * rows];
+    matmul_int8_reference(x, m, w, &mut want);
+    for threads in [1, 3] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        for isa in Int8Isa::available() {
+            let mut got = vec![f32::NAN; m * rows];
+            pool.install(|| matmul_int8_with_isa(isa, x, m, w, &mut got))
+                .unwrap();
+            prop_assert!(same_bits(&got, &want), "{:?} on {} threads", isa, threads);
+        }
+        let mut got = vec![f32::NAN; m * rows];
+        pool.install(|| matmul_int8(x, m, w, &mut got));
+        prop_assert!(same_bits(&got, &want), "dispatcher on {} threads", threads);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(40))]
+
+    #[test]
+    fn ternary_tiles_match_the_reference(
+        seed in any::<u64>(), m in 1usize..80, rows in 1usize..40, cols in 1usize..1200,
+    ) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let w = Ternary::random(&mut rng, rows, cols);
+        let x = activations(&mut rng, m, cols);
+        check_tiles(&w.view(rows, cols), &x, m)?;
+    }
+
+    #[test]
+    fn affine4_tiles_match_the_reference(
+        seed in any::<u64>(), m in 1usize..80, rows in 1usize..40, cols in 1usize..1200,
+    ) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let w = Affine::random(&mut rng, rows, cols);
+        let x = activations(&mut rng, m, cols);
+        check_tiles(&w.view(rows, cols), &x, m)?;
+    }
+
+    #[test]
+    fn q8_tiles_match_the_reference(
+        seed in any::<u64>(), m in 1usize..80, rows in 1usize..40, cols in 1usize..1200,
+    ) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let w = Q8::random(&mut rng, rows, cols);
+        let x = activations(&mut rng, m, cols);
+        check_tiles(&w.view(rows, cols), &x, m)?;
+    }
+
+    #[test]
+    fn simd_quantizer_matches_its_scalar_twin(
+        seed in any::<u64>(), m in 0usize..6, k in 0usize..300,
+    ) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let x = activations(&mut rng, m, k);
+        let mut want = QuantizedRows::default();
+        quantize_rows_scalar(&x, m, k, &mut want);
+        for isa in Isa::available() {
+            let mut got = QuantizedRows::default();
+            quantize_rows_with_isa(isa, &x, m, k, &mut got);
+            prop_assert_eq!(&got, &want, "{:?}", isa);
+        }
+        // Each code is within half a step of its value, and the sums are the codes' sums.
+        for i in 0..m {
+            for g in 0..want.groups {
+                let s = want.scales[i * want.groups + g];
+                let mut sum = 0;
+                for c in g * GROUP..k.min((g + 1) * GROUP) {
+                    let q = want.codes[i * want.stride() + c];
+                    prop_assert!(q >= -127);
+                    prop_assert!((f32::from(q) * s - x[i * k + c]).abs() <= 0.5001 * s + 1e-30);
+                    sum += i32::from(q);
+                }
+                prop_assert_eq!(sum, want.sums[i * want.groups + g]);
+            }
+        }
+    }
+}
+
+/// The integer product stays close to the f32 product of the same (dequantized) weights: the
+/// only error is the activations' rounding to 8 bits per group.
+#[test]
+fn int8_product_is_close_to_the_f32_product() {
+    let mut rng = StdRng::seed_from_u64(7);
+    let (m, rows, cols) = (37, 29, 1000);
+    let x: Vec<f32> = (0..m * cols).map(|_| rng.random_range(-1.0..1.0)).collect();
+    let t = Ternary::random(&mut rng, rows, cols);
+    let a = Affine::random(&mut rng, rows, cols);
+    let check = |dense: Vec<f32>, got: Vec<f32>| {
+        let mut want = vec![0.0f32; m * rows];
+        matmul_scalar(
+            &x,
+            m,
+            &WeightView::f32(rows, cols, &dense).unwrap(),
+            &mut want,
+        );
+        let err: f64 = got
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| f64::from(a - b).powi(2))
+            .sum();
+        let norm: f64 = want.iter().map(|b| f64::from(*b).powi(2)).sum();
+        let rel = (err / norm).sqrt();
+        // 8-bit activations per group of 64: a relative error of a few 1e-3.
+        assert!(rel < 1e-2, "relative error {rel}");
+        assert!(rel > 0.0, "the int8 path must actually quantize");
+    };
+    let mut got = vec![0.0f32; m * rows];
+    matmul_int8(&x, m, &t.view(rows, cols), &mut got);
+    check(t.view(rows, cols).dequantize(), got.clone());
+    matmul_int8(&x, m, &a.view(rows, cols), &mut got);
+    check(a.view(rows, cols).dequantize(), got.clone());
+    let q = Q8::random(&mut rng, rows, cols);
+    matmul_int8(&x, m, &q.view(rows, cols), &mut got);
+    check(q.view(rows, cols).dequantize(), got);
+}
+#[test]
+fn zero_depth_and_empty_products() {
+    let t = Ternary {
+        trits: vec![],
+        scales: vec![],
+    };
+    let w = t.view(3, 0);
+    let mut y = vec![f32::NAN; 6];
+    matmul_int8(&[], 2, &w, &mut y);
+    assert!(y.iter().all(|&v| v == 0.0));
+    let w = t.view(0, 0);
+    matmul_int8(&[], 2, &w, &mut []);
+    assert_eq!(PanelDecode::rows(&w), 0);
+}
