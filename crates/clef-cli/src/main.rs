@@ -25,7 +25,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Convert a release folder into a bundle (f16, bf16, lut6, ternary).
+    /// Convert a release folder into a bundle (f16, bf16, lut6, ternary, q8).
     Convert(commands::convert::ConvertArgs),
     /// Answer one request file with a model and print the System One response.
     Decide(commands::decide::DecideArgs),

@@ -1,10 +1,12 @@
 //! The quantized formats are planned for the Clef releases' tensors. A checkpoint that the
 //! engine accepts but those plans do not cover (attention biases, tied embeddings without an
-//! `lm_head`) is refused by both quantizing converters before anything is written, while the
-//! plain bf16 conversion still takes it.
+//! `lm_head`) is refused by the LUT-6 and ternary converters before anything is written, while
+//! the plain bf16 conversion still takes it, and so does q8, which quantizes only the linears'
+//! weights and keeps every other tensor (biases, the embedding table) as released.
 
 use clef_convert::lut6::{convert_lut6, Lut6Options};
 use clef_convert::plain::{convert_plain, PlainFormat};
+use clef_convert::q8::convert_q8;
 use clef_convert::ternary::{convert_ternary, Method, TernaryOptions};
 use std::path::{Path, PathBuf};
 
@@ -53,6 +55,15 @@ fn attention_biases_are_refused_by_the_quantized_formats() {
     refused_by_both(&from, root.path(), "attention_bias");
     let plain = root.path().join("bf16");
     convert_plain(&from, &plain, PlainFormat::Bf16, false, None, false).unwrap();
+    q8_converts_and_loads(&from, root.path());
+}
+
+/// q8 keeps the tensors its plan does not quantize, so such a checkpoint converts and loads.
+fn q8_converts_and_loads(from: &Path, root: &Path) {
+    let q8 = root.join("q8");
+    convert_q8(from, &q8, false, None, false).unwrap();
+    let model = clef_model::Model::load(&q8).unwrap();
+    assert_eq!(model.format, Some(clef_formats::BundleFormat::Q8));
 }
 
 #[test]
@@ -60,4 +71,5 @@ fn tied_embeddings_without_lm_head_are_refused_by_the_quantized_formats() {
     let root = tempfile::tempdir().unwrap();
     let from = variant(root.path(), |c| c["tie_word_embeddings"] = true.into());
     refused_by_both(&from, root.path(), "lm_head");
+    q8_converts_and_loads(&from, root.path());
 }

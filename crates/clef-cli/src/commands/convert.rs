@@ -1,9 +1,10 @@
 //! `clef convert`: turn a release folder into a bundle. Formats: `f16`/`bf16` (plain re-store),
-//! `lut6` (the Clef-ANE-LUT6 recipe) and `ternary` (clef-ternary-v1).
+//! `lut6` (the Clef-ANE-LUT6 recipe), `ternary` (clef-ternary-v1) and `q8` (clef-q8-v1).
 
 use clap::{Args, ValueEnum};
 use clef_convert::lut6::{convert_lut6, Lut6Options};
 use clef_convert::plain::{convert_plain, PlainFormat};
+use clef_convert::q8::convert_q8;
 use clef_convert::ternary::{convert_ternary, Method, TernaryOptions};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -11,10 +12,17 @@ use std::process::ExitCode;
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
 pub enum Format {
+    /// Every float tensor re-stored as FP16.
     F16,
+    /// Every float tensor re-stored as BF16.
     Bf16,
+    /// Clef-ANE-LUT6: 6-bit palettized text linears in MIL blob storage.
     Lut6,
+    /// clef-ternary-v1: ternary and 4-bit linears with CLoQ adapters, 4-bit tables.
     Ternary,
+    /// clef-q8-v1: every backbone linear as int8 codes with an FP16 scale per 64 inputs
+    /// (round-to-nearest, no calibration; near-lossless).
+    Q8,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
@@ -44,7 +52,7 @@ pub enum TernaryMethod {
 
 #[derive(Args)]
 pub struct ConvertArgs {
-    /// Output format.
+    /// Output format (docs/formats.md describes each byte for byte).
     #[arg(long, value_enum)]
     pub format: Format,
     /// The release folder to convert.
@@ -96,6 +104,15 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
                 &args.from,
                 &args.to,
                 f,
+                args.force,
+                args.source_revision.clone(),
+                progress,
+            )?;
+        }
+        Format::Q8 => {
+            convert_q8(
+                &args.from,
+                &args.to,
                 args.force,
                 args.source_revision.clone(),
                 progress,
