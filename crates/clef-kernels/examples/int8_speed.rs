@@ -5,8 +5,10 @@
 //! `cargo run -p clef-kernels --example int8_speed [threads]`
 
 use clef_kernels::formats::affine4::{self, Affine4View};
+use clef_kernels::formats::lowrank::LowRankF32;
+use clef_kernels::formats::q8::Q8View;
 use clef_kernels::formats::ternary::{self, TernaryView};
-use clef_kernels::int8::{matmul_int8_with_isa, Int8Isa};
+use clef_kernels::int8::{matmul_int8_with_isa, Int8Isa, TernaryPlanes};
 use clef_kernels::{matmul_with_isa, Isa};
 use std::time::Instant;
 
@@ -37,6 +39,14 @@ fn main() {
         .num_threads(threads)
         .build_global()
         .unwrap();
+    for _ in 0..3 {
+        println!(
+            "peaks ({threads} threads): f32 FMA {:.1} GFLOP/s, int8 {:.1} G-ops/s ({})",
+            clef_kernels::measure_fma_peak_gflops(threads),
+            clef_kernels::measure_int8_peak_gops(threads),
+            Int8Isa::detect().name()
+        );
+    }
     let (rows, cols) = (12288, 4096);
     let mut s = 1u64;
     let trits: Vec<u8> = (0..rows * ternary::row_bytes(cols))
@@ -53,6 +63,19 @@ fn main() {
         .collect();
     let t = TernaryView::new(rows, cols, &trits, &tscales).unwrap();
     let a = Affine4View::new(rows, cols, &codes, &ascales, &ascales).unwrap();
+    let planes = TernaryPlanes::from_view(&t);
+    let tp = planes.with_scales(t);
+    let q8codes: Vec<u8> = (0..rows * cols)
+        .map(|_| (lcg(&mut s) % 255) as u8)
+        .collect();
+    let q8scales: Vec<u8> = (0..rows * cols / 64)
+        .flat_map(|_| 0x2000u16.to_le_bytes())
+        .collect();
+    let q = Q8View::new(rows, cols, &q8codes, &q8scales).unwrap();
+    let rank = 16;
+    let la: Vec<f32> = (0..rank * cols).map(|_| 0.01).collect();
+    let lb: Vec<f32> = (0..rows * rank).map(|_| 0.01).collect();
+    let adapter = LowRankF32::from_f32(rank, rows, cols, la, &lb).unwrap();
     for m in [128usize, 512] {
         let x: Vec<f32> = (0..m * cols)
             .map(|_| (lcg(&mut s) % 2000) as f32 / 1000.0 - 1.0)
@@ -62,29 +85,33 @@ fn main() {
         let isa = Isa::detect();
         let ft = best_of(3, || matmul_with_isa(isa, &x, m, &t, &mut y).unwrap());
         let fa = best_of(3, || matmul_with_isa(isa, &x, m, &a, &mut y).unwrap());
+        let fq = best_of(3, || matmul_with_isa(isa, &x, m, &q, &mut y).unwrap());
+        let lr = best_of(3, || adapter.apply(&x, m, &mut y));
         println!(
-            "m={m} f32 {:?}: ternary {:.1} GFLOP/s, affine4 {:.1}",
-            isa,
+            "m={m} f32 {isa:?}: ternary {:.1} GFLOP/s, affine4 {:.1}, q8 {:.1}; rank-16 adapter {:.2} ms",
             flops / ft / 1e9,
-            flops / fa / 1e9
+            flops / fa / 1e9,
+            flops / fq / 1e9,
+            lr * 1e3
         );
         for i8isa in Int8Isa::available() {
             if i8isa == Int8Isa::Portable {
                 continue;
             }
-            let it = best_of(3, || {
-                matmul_int8_with_isa(i8isa, &x, m, &t, &mut y).unwrap()
-            });
-            let ia = best_of(3, || {
-                matmul_int8_with_isa(i8isa, &x, m, &a, &mut y).unwrap()
-            });
+            let run = |w: &dyn Fn(&mut [f32])| best_of(3, || w(&mut y.clone()));
+            let it = run(&|y| matmul_int8_with_isa(i8isa, &x, m, &tp, y).unwrap());
+            let ia = run(&|y| matmul_int8_with_isa(i8isa, &x, m, &a, y).unwrap());
+            let iq = run(&|y| matmul_int8_with_isa(i8isa, &x, m, &q, y).unwrap());
             println!(
-                "m={m} int8 {}: ternary {:.1} G-ops/s ({:.2}x f32), affine4 {:.1} ({:.2}x)",
+                "m={m} int8 {}: ternary {:.1} G-ops/s ({:.2}x f32; the adapter adds {:.0}%), affine4 {:.1} ({:.2}x), q8 {:.1} ({:.2}x)",
                 i8isa.name(),
                 flops / it / 1e9,
                 ft / it,
+                100.0 * lr / it,
                 flops / ia / 1e9,
-                fa / ia
+                fa / ia,
+                flops / iq / 1e9,
+                fq / iq
             );
         }
     }

@@ -52,5 +52,5 @@ pub use matmul::{
     matmul, matmul_bias, matmul_bias_scalar, matmul_panels, matmul_scalar, matmul_with_isa,
 };
 pub use norm::{l2_normalize, layer_norm, rms_norm, rms_norm_gated};
-pub use peak::measure_fma_peak_gflops;
+pub use peak::{measure_fma_peak_gflops, measure_int8_peak_gops};
 pub use weights::{PanelDecode, WeightData, WeightView};

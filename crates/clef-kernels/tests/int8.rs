@@ -7,7 +7,7 @@ use clef_kernels::formats::q8::{self, Q8View};
 use clef_kernels::formats::ternary::{self, TernaryView};
 use clef_kernels::int8::{
     matmul_int8, matmul_int8_reference, matmul_int8_with_isa, quantize_rows_scalar,
-    quantize_rows_with_isa, Int8Isa, Int8Weights, QuantizedRows, GROUP,
+    quantize_rows_with_isa, Int8Isa, Int8Weights, QuantizedRows, TernaryPlanes, GROUP,
 };
 use clef_kernels::{matmul_scalar, Isa, PanelDecode, WeightView};
 use proptest::prelude::*;
@@ -150,6 +150,16 @@ proptest! {
         let w = Ternary::random(&mut rng, rows, cols);
         let x = activations(&mut rng, m, cols);
         check_tiles(&w.view(rows, cols), &x, m)?;
+        // The repacked planes hold the same codes: the same product, bit for bit.
+        let planes = TernaryPlanes::from_view(&w.view(rows, cols));
+        prop_assert_eq!(planes.len_bytes(), rows * cols.div_ceil(GROUP) * GROUP / 4);
+        let repacked = planes.with_scales(w.view(rows, cols));
+        check_tiles(&repacked, &x, m)?;
+        let mut a = vec![0.0f32; m * rows];
+        let mut b = vec![0.0f32; m * rows];
+        matmul_int8_reference(&x, m, &repacked, &mut a);
+        matmul_int8_reference(&x, m, &w.view(rows, cols), &mut b);
+        prop_assert!(same_bits(&a, &b));
     }
 
     #[test]

@@ -1,11 +1,14 @@
 //! The stored weight formats on the integer path: each decodes a panel to int8 codes with its
-//! per-group scales straight from the bundle's bytes (nothing is repacked at load, so resident
-//! memory stays the file's).
+//! per-group scales straight from the bundle's bytes. (Ternary's five trits per byte decode
+//! slowly; the model multiplies them through [`super::TernaryPlanes`], repacked once, and this
+//! direct decoder is the reference the repacked form is tested against.)
 
+use super::decode;
 use super::{CodeRange, Int8Panel, Int8Weights, GROUP};
 use crate::formats::affine4::Affine4View;
 use crate::formats::q8::Q8View;
 use crate::formats::ternary::{TernaryView, TRITS_PER_BYTE};
+use crate::isa::Isa;
 use clef_formats::ternary::DECODE_TABLE;
 
 #[inline]
@@ -117,17 +120,12 @@ impl Int8Weights for Affine4View<'_> {
             assert!(panel.offsets.len() >= (nrows - 1) * panel.gs + ng);
         }
         let g0 = col0 / GROUP;
+        let isa = Isa::detect();
         for r in 0..nrows {
             let (codes, scales, biases) = self.row_parts(row0 + r);
             let out = &mut panel.codes[r * panel.ld..r * panel.ld + ncols];
             // col0 is even (a group boundary), so bytes split cleanly into column pairs.
-            let bytes = &codes[col0 / 2..(col0 + ncols).div_ceil(2)];
-            for (pair, &b) in out.chunks_mut(2).zip(bytes) {
-                pair[0] = (b & 0x0f) as i8;
-                if let Some(hi) = pair.get_mut(1) {
-                    *hi = (b >> 4) as i8;
-                }
-            }
+            decode::nibbles(isa, &codes[col0 / 2..(col0 + ncols).div_ceil(2)], out);
             for g in 0..ncols.div_ceil(GROUP) {
                 panel.scales[r * panel.gs + g] = bf16_at(scales, g0 + g);
                 panel.offsets[r * panel.gs + g] = bf16_at(biases, g0 + g);
@@ -164,9 +162,7 @@ impl Int8Weights for Q8View<'_> {
             let codes = &self.row_codes(row0 + r)[col0..col0 + ncols];
             let out = &mut panel.codes[r * panel.ld..r * panel.ld + ncols];
             // The stored bytes are the codes (two's complement), copied as they are.
-            for (o, &b) in out.iter_mut().zip(codes) {
-                *o = b as i8;
-            }
+            out.copy_from_slice(bytemuck::cast_slice(codes));
             for g in 0..ncols.div_ceil(GROUP) {
                 panel.scales[r * panel.gs + g] = self.scale(row0 + r, g0 + g);
             }

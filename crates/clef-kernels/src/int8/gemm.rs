@@ -2,6 +2,7 @@
 //! weight panels decoded to int8 per k-block by each thread, tiles over both, results stored
 //! like the f32 matmul's (the same block plan and row scatter, [`crate::gemm::weights`]).
 
+use super::decode::group_sums;
 use super::quantize::{quantize_rows_with_isa, QuantizedRows};
 use super::tile::{finish_group, Int8Tile, TileArgs, KC, STEPS};
 use super::{Int8Isa, Int8Panel, Int8Weights, GROUP};
@@ -322,12 +323,10 @@ fn block<W: Int8Weights + ?Sized>(
         }
         if tile.unsigned_x {
             for r in 0..nr {
-                for g in 0..ng {
-                    let sum: i32 = s.codes[r * KC + g * GROUP..r * KC + (g + 1) * GROUP]
-                        .iter()
-                        .map(|&c| i32::from(c))
-                        .sum();
-                    s.corr[r * gpk + g] = -128 * sum;
+                let sums = &mut s.corr[r * gpk..r * gpk + ng];
+                group_sums(tile.isa.f32_level(), &s.codes[r * KC..r * KC + kc], sums);
+                for v in sums {
+                    *v *= -128;
                 }
             }
         }

@@ -3,7 +3,8 @@
 //! decoded panel by panel to int8 codes with one f32 scale (and, for the 4-bit affine format,
 //! one f32 offset) per row and group ([`Int8Weights`]).
 //!
-//! Per output `y[i, j]`, for each group `g` in order (formats.md §5, "int8 matrix products"):
+//! Per output `y[i, j]`, for each group `g` in order (docs/kernels.md, "Integer matrix
+//! products"):
 //!
 //! ```text
 //! dot = Σ_{c ∈ g} qw[j, c] · qx[i, c]                  (exact, i32)
@@ -19,9 +20,11 @@
 //! pair sums cannot saturate 16 bits) and the sign trick (`|qw|` × `sign(qx, qw)`) for wider
 //! codes.
 
+mod decode;
 mod formats;
 mod gemm;
 mod isa;
+mod planes;
 pub mod quantize;
 mod tile;
 #[cfg(target_arch = "x86_64")]
@@ -31,6 +34,7 @@ mod tile_vnni;
 
 pub use gemm::{matmul_int8, matmul_int8_reference, matmul_int8_with_isa};
 pub use isa::Int8Isa;
+pub use planes::{TernaryInt8, TernaryPlanes};
 pub use quantize::{quantize_rows, quantize_rows_scalar, quantize_rows_with_isa, QuantizedRows};
 
 /// Columns per scale group, shared by the activations and every integer weight format.

@@ -92,8 +92,20 @@ impl Int8Tile {
                     mp: t::MP,
                     unsigned_x: true,
                     isa,
-                    plain: t::tile::<false>,
-                    affine: t::tile::<true>,
+                    plain: t::tile::<false, false>,
+                    affine: t::tile::<true, false>,
+                }
+            }
+            #[cfg(target_arch = "x86_64")]
+            Int8Isa::Avx2 if range == CodeRange::Nibble => {
+                use super::tile_avx2::narrow as t;
+                Int8Tile {
+                    mr: t::MR,
+                    mp: t::MP,
+                    unsigned_x: true,
+                    isa,
+                    plain: t::tile::<false, true>,
+                    affine: t::tile::<true, true>,
                 }
             }
             #[cfg(target_arch = "x86_64")]

@@ -6,7 +6,9 @@
 //!   most 2 · 255 · 1 = 510, so a whole group's 16 steps accumulate in 16 bits (≤ 8,160) before
 //!   one `vpmaddwd`: two instructions per 32 multiply-adds. The `+ 128` is undone exactly by the
 //!   precomputed `−128 · Σ qw` per (row, group).
-//! - `signed` (4-bit and 8-bit codes): `|qw|` times `sign(qx, qw)` (the sign trick), pair sums
+//!   4-bit codes (0..=15) take the same route with a `vpmaddwd` + `vpaddd` every step (pair
+//!   sums ≤ 7,650): three instructions per 32.
+//! - `signed` (8-bit codes): `|qw|` times `sign(qx, qw)` (the sign trick), pair sums
 //!   ≤ 2 · 127 · 127 = 32,258, so never saturated; four instructions per 32 multiply-adds.
 
 /// Shared group-end update: `c = fma(f32(dot), sw·sx, c)` (+ the offset term), as
@@ -34,7 +36,9 @@ macro_rules! finish_group_avx2 {
 }
 pub(crate) use finish_group_avx2;
 
-/// Ternary codes against unsigned activations, 6 × 16.
+/// Ternary and 4-bit codes against unsigned activations, 6 × 16. Ternary pair sums (≤ 510)
+/// add up in 16 bits over a whole group; 4-bit ones (≤ 2 · 255 · 15 = 7,650) are widened with
+/// `vpmaddwd` every step.
 pub(super) mod narrow {
     use crate::int8::tile::{TileArgs, KC, STEPS};
     use crate::int8::GROUP;
@@ -45,12 +49,18 @@ pub(super) mod narrow {
     pub(crate) const MP: usize = 8 * NV;
 
     /// # Safety
-    /// AVX2 must be available and `t` must satisfy [`crate::int8::tile::Int8Tile::run`].
+    /// AVX2 must be available and `t` must satisfy [`crate::int8::tile::Int8Tile::run`]; with
+    /// `WIDEN_EACH_STEP` false every code must be −1, 0 or +1.
     #[target_feature(enable = "avx2,fma")]
-    pub(crate) unsafe fn tile<const AFFINE: bool>(t: &TileArgs) {
+    pub(crate) unsafe fn tile<const AFFINE: bool, const WIDEN_EACH_STEP: bool>(t: &TileArgs) {
         let ones = _mm256_set1_epi16(1);
         for g in 0..t.groups {
             let mut acc = [[_mm256_setzero_si256(); NV]; MR];
+            if WIDEN_EACH_STEP {
+                for (a, row) in acc.iter_mut().enumerate() {
+                    *row = [_mm256_set1_epi32(*t.wcorr.add(a * t.gs + g)); NV];
+                }
+            }
             let mut xp = t.x.add(g * STEPS * MP * 4);
             let mut wp = t.w.add(g * GROUP);
             for _ in 0..STEPS {
@@ -61,7 +71,12 @@ pub(super) mod narrow {
                 for (a, row) in acc.iter_mut().enumerate() {
                     let wb = _mm256_set1_epi32(wp.add(a * KC).cast::<i32>().read_unaligned());
                     for (r, &x) in row.iter_mut().zip(&xv) {
-                        *r = _mm256_add_epi16(*r, _mm256_maddubs_epi16(x, wb));
+                        let pairs = _mm256_maddubs_epi16(x, wb);
+                        *r = if WIDEN_EACH_STEP {
+                            _mm256_add_epi32(*r, _mm256_madd_epi16(pairs, ones))
+                        } else {
+                            _mm256_add_epi16(*r, pairs)
+                        };
                     }
                 }
                 xp = xp.add(MP * 4);
@@ -70,7 +85,11 @@ pub(super) mod narrow {
             for (a, row) in acc.iter().enumerate() {
                 let corr = _mm256_set1_epi32(*t.wcorr.add(a * t.gs + g));
                 for (v, &r) in row.iter().enumerate() {
-                    let dot = _mm256_add_epi32(_mm256_madd_epi16(r, ones), corr);
+                    let dot = if WIDEN_EACH_STEP {
+                        r
+                    } else {
+                        _mm256_add_epi32(_mm256_madd_epi16(r, ones), corr)
+                    };
                     super::finish_group_avx2!(t, dot, a, v, g, MP, AFFINE);
                 }
             }
