@@ -114,8 +114,8 @@ pub fn metadata(source_revision: Option<&str>) -> BTreeMap<String, String> {
 }
 
 /// Quantizes the linear `t` block by block: its codes go to `out` (the file `out_path`), its
-/// scales (little-endian FP16) to `scales`. A non-finite weight or an FP16 overflow is an error naming the tensor and
-/// the row (the first such row, whatever the thread count).
+/// scales (little-endian FP16) to `scales`. A non-finite weight or an FP16 overflow is an error
+/// naming the tensor and the row (the first such row, whatever the thread count).
 fn quantize_tensor(
     t: &Tensor,
     out: &mut dyn Write,
