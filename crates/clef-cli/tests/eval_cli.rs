@@ -2,42 +2,20 @@
 //! a perturbed copy the report lists exactly the questions whose answers flipped, with the
 //! reference's top-two gaps and near-tie flags computed from the probabilities.
 
+mod cli_common;
+
 use clef_model::checkpoint::safetensors_file;
 use clef_model::checkpoint::writer::{write_safetensors, TensorSpec};
 use clef_model::tensor::{Dtype, Tensor};
+use cli_common::fixtures;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
-}
-
 /// Records made of the tiny-a golden requests.
 fn records(dir: &Path) -> PathBuf {
-    let mut lines = Vec::new();
-    let mut paths: Vec<_> = std::fs::read_dir(fixtures().join("golden/tiny-a"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with('a'))
-        })
-        .collect();
-    paths.sort();
-    for p in paths {
-        let g: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
-        // The request text exactly as written (question order matters).
-        let raw = std::fs::read_to_string(&p).unwrap();
-        let start = raw.find("\"request\":").unwrap() + "\"request\":".len();
-        let end = raw[start..].find("\n \"max_length\"").unwrap() + start;
-        let req = raw[start..end].trim().trim_end_matches(',');
-        lines.push(format!(r#"{{"id": {}, "request": {req}}}"#, g["name"]));
-    }
-    let path = dir.join("records.jsonl");
-    std::fs::write(&path, lines.join("\n")).unwrap();
-    path
+    cli_common::golden_records("tiny-a", dir)
 }
 
 fn eval(model: &Path, reference: &Path, records: &Path, out: &Path) -> Value {

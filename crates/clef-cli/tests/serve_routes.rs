@@ -281,6 +281,8 @@ fn bundle_revision_comes_from_the_manifest() {
     assert_eq!(first.get("id").and_then(Json::as_str), Some("mine"));
     let clef = first.get("clef").and_then(Json::as_object).unwrap();
     assert_eq!(clef.get("format").and_then(Json::as_str), Some("f16"));
+    // An f16 bundle has no integer weights: its linears run exact.
+    assert_eq!(clef.get("matmul").and_then(Json::as_str), Some("exact"));
     let revision = clef.get("revision").and_then(Json::as_object).unwrap();
     assert_eq!(
         revision.get("bundle_sha256").and_then(Json::as_str),

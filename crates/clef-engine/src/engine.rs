@@ -11,8 +11,8 @@ use clef_formats::BundleFormat;
 use clef_media::{MediaLimits, ProcessorConfig};
 use clef_model::vision::{VisionGrid, VisionItem};
 use clef_model::{
-    MediaRows, Model, ModelError, OptionLayout, Positions, Prompt, QuestionLayout, RunOptions,
-    SchemaLayout, Timings,
+    MatmulMode, MediaRows, Model, ModelError, OptionLayout, Positions, Prompt, QuestionLayout,
+    RunOptions, SchemaLayout, Timings,
 };
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -133,6 +133,9 @@ pub fn load_model(dir: &Path) -> Result<Model, ModelError> {
 impl Engine {
     pub fn load(dir: &Path, mut config: EngineConfig) -> Result<Engine, LoadError> {
         let model = load_model(dir)?;
+        // Resolve the linears' arithmetic once, so that a mode the weights cannot run is a
+        // load error and what is reported (`/v1/models`) is what runs.
+        config.run.matmul = Some(model.matmul_mode(&config.run)?);
         if config.model_image_cap && model.format == Some(clef_ane::FORMAT) {
             config.media.max_image_pixels = config
                 .media
@@ -163,6 +166,14 @@ impl Engine {
     /// Parse and validate a request body under this engine's limits.
     pub fn parse(&self, body: &[u8]) -> Result<Request, ApiError> {
         clef_api::parse_request(body, &self.config.limits)
+    }
+
+    /// The linears' arithmetic every request runs with.
+    pub fn matmul_mode(&self) -> MatmulMode {
+        self.config
+            .run
+            .matmul
+            .unwrap_or_else(|| self.model.default_matmul())
     }
 
     pub fn supports_vision(&self) -> bool {

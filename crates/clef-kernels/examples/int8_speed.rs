@@ -9,7 +9,7 @@ use clef_kernels::formats::lowrank::LowRankF32;
 use clef_kernels::formats::q8::Q8View;
 use clef_kernels::formats::ternary::{self, TernaryView};
 use clef_kernels::int8::{matmul_int8_with_isa, Int8Isa, TernaryPlanes};
-use clef_kernels::{matmul_with_isa, Isa};
+use clef_kernels::{matmul_with_isa, Isa, WeightData, WeightView};
 use std::time::Instant;
 
 fn lcg(state: &mut u64) -> u64 {
@@ -72,6 +72,14 @@ fn main() {
         .flat_map(|_| 0x2000u16.to_le_bytes())
         .collect();
     let q = Q8View::new(rows, cols, &q8codes, &q8scales).unwrap();
+    let dense: Vec<u8> = (0..rows * cols)
+        .flat_map(|_| {
+            half::bf16::from_f32((lcg(&mut s) % 200) as f32 / 1e4 - 0.01)
+                .to_bits()
+                .to_le_bytes()
+        })
+        .collect();
+    let bf16 = WeightView::new(rows, cols, WeightData::Bf16(&dense)).unwrap();
     let rank = 16;
     let la: Vec<f32> = (0..rank * cols).map(|_| 0.01).collect();
     let lb: Vec<f32> = (0..rows * rank).map(|_| 0.01).collect();
@@ -87,6 +95,8 @@ fn main() {
         let fa = best_of(3, || matmul_with_isa(isa, &x, m, &a, &mut y).unwrap());
         let fq = best_of(3, || matmul_with_isa(isa, &x, m, &q, &mut y).unwrap());
         let lr = best_of(3, || adapter.apply(&x, m, &mut y));
+        let fb = best_of(3, || matmul_with_isa(isa, &x, m, &bf16, &mut y).unwrap());
+        println!("m={m} f32 {isa:?}: bf16 {:.1} GFLOP/s", flops / fb / 1e9);
         println!(
             "m={m} f32 {isa:?}: ternary {:.1} GFLOP/s, affine4 {:.1}, q8 {:.1}; rank-16 adapter {:.2} ms",
             flops / ft / 1e9,

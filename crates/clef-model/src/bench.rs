@@ -3,10 +3,13 @@
 
 use crate::error::Result;
 use crate::flops::{prefill_flops, FlopCount};
+use crate::forward::{ForwardObserver, LinearId, LinearKind};
 use crate::head::layout::{OptionLayout, QuestionLayout, SchemaLayout};
+use crate::matmul::MatmulMode;
 use crate::memory;
 use crate::model::{Model, Prompt, RunOptions, Timings};
 use crate::Positions;
+use std::time::Instant;
 
 #[derive(Clone, Debug)]
 pub struct BenchResult {
@@ -15,6 +18,59 @@ pub struct BenchResult {
     pub timings: Timings,
     pub flops: FlopCount,
     pub peak_rss: Option<u64>,
+    /// The linears' arithmetic of the run.
+    pub matmul: MatmulMode,
+    /// Time and work per linear kind, summed over layers, in the order kinds first ran.
+    pub linears: Vec<LinearTime>,
+}
+
+/// One linear kind's share of a prefill.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LinearTime {
+    pub kind: LinearKind,
+    pub seconds: f64,
+    pub flops: f64,
+    /// Whether it ran the integer product (int8 mode and integer weights).
+    pub integer: bool,
+}
+
+/// Times every linear between the observer's two calls.
+struct LinearProfiler<'m> {
+    model: &'m Model,
+    mode: MatmulMode,
+    started: Option<Instant>,
+    times: Vec<LinearTime>,
+}
+
+impl ForwardObserver for LinearProfiler<'_> {
+    fn linear_input(&mut self, _: LinearId, _: &[f32], _: usize) {
+        self.started = Some(Instant::now());
+    }
+
+    fn linear_done(&mut self, id: LinearId, rows: usize) {
+        let Some(t0) = self.started.take() else {
+            return;
+        };
+        let seconds = t0.elapsed().as_secs_f64();
+        let Some(linear) = self.model.backbone.linear(id) else {
+            return;
+        };
+        let flops = 2.0 * (rows * linear.rows * linear.cols) as f64;
+        let integer = self.mode == MatmulMode::Int8 && linear.has_integer_path();
+        match self.times.iter_mut().find(|t| t.kind == id.kind) {
+            Some(t) => {
+                t.seconds += seconds;
+                t.flops += flops;
+                t.integer |= integer;
+            }
+            None => self.times.push(LinearTime {
+                kind: id.kind,
+                seconds,
+                flops,
+                integer,
+            }),
+        }
+    }
 }
 
 impl BenchResult {
@@ -75,7 +131,14 @@ pub fn bench_prefill(model: &Model, len: usize, opts: &RunOptions) -> Result<Ben
     };
     memory::reset_peak_rss();
     let t0 = std::time::Instant::now();
-    let (_, timings) = model.score(&prompt, opts, &|| false)?;
+    let matmul = model.matmul_mode(opts)?;
+    let mut profiler = LinearProfiler {
+        model,
+        mode: matmul,
+        started: None,
+        times: Vec::new(),
+    };
+    let (_, timings) = model.score_observed(&prompt, opts, &mut profiler, &|| false)?;
     let seconds = t0.elapsed().as_secs_f64();
     Ok(BenchResult {
         tokens: len,
@@ -83,5 +146,7 @@ pub fn bench_prefill(model: &Model, len: usize, opts: &RunOptions) -> Result<Ben
         timings,
         flops: prefill_flops(&model.config, &model.head_config, len, 1, 2),
         peak_rss: memory::peak_rss_bytes(),
+        matmul,
+        linears: profiler.times,
     })
 }

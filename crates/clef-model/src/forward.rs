@@ -6,6 +6,7 @@
 use crate::backbone::PREFIX;
 use crate::error::Result;
 use crate::linear::Linear;
+use crate::matmul::MatmulMode;
 use crate::numerics::Numerics;
 
 /// Which linear layer of a decoder layer.
@@ -96,6 +97,10 @@ impl LinearId {
 pub trait ForwardObserver {
     /// `x` is `[rows, cols]`, exactly what the product reads.
     fn linear_input(&mut self, id: LinearId, x: &[f32], rows: usize);
+
+    /// The linear whose input was just shown has run (profilers time the product between the
+    /// two calls).
+    fn linear_done(&mut self, _id: LinearId, _rows: usize) {}
 }
 
 /// Observes nothing (inference).
@@ -108,6 +113,8 @@ impl ForwardObserver for () {
 /// running now (set by the backbone before each layer).
 pub struct Pass<'a> {
     pub numerics: &'a dyn Numerics,
+    /// The linears' arithmetic (exact unless the run asked for the integer product).
+    pub matmul: MatmulMode,
     pub observer: &'a mut dyn ForwardObserver,
     pub layer: usize,
 }
@@ -116,6 +123,7 @@ impl<'a> Pass<'a> {
     pub fn new(numerics: &'a dyn Numerics, observer: &'a mut dyn ForwardObserver) -> Self {
         Pass {
             numerics,
+            matmul: MatmulMode::Exact,
             observer,
             layer: 0,
         }
@@ -135,7 +143,10 @@ impl<'a> Pass<'a> {
             self.observer
                 .linear_input(LinearId::new(self.layer, kind), input, n);
         }
-        linear.forward(x, n, y)
+        linear.forward_mode(self.matmul, x, n, y)?;
+        self.observer
+            .linear_done(LinearId::new(self.layer, kind), n);
+        Ok(())
     }
 
     /// A tensor leaving an op ([`Numerics::boundary`]).

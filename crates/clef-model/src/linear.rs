@@ -5,6 +5,7 @@
 
 use crate::checkpoint::TensorSet;
 use crate::error::{ModelError, Result};
+use crate::matmul::MatmulMode;
 use crate::tensor::{Dtype, Tensor};
 use clef_formats::{dense_name, lut6, q8, ternary, WeightLayout};
 use clef_kernels::formats::affine4::Affine4View;
@@ -12,8 +13,10 @@ use clef_kernels::formats::lowrank::{LowRankF32, WithAdapter};
 use clef_kernels::formats::lut6::{widen_f16_tables, Lut6View};
 use clef_kernels::formats::q8::Q8View;
 use clef_kernels::formats::ternary::TernaryView;
+use clef_kernels::int8::{matmul_int8, TernaryPlanes};
 use clef_kernels::{matmul, matmul_panels, Isa, PanelDecode};
 use std::cell::RefCell;
+use std::sync::OnceLock;
 
 /// How a linear layer's weight is stored.
 pub enum LinearWeight {
@@ -48,6 +51,9 @@ pub struct TernaryWeight {
     pub trits: Tensor,
     pub scales: Tensor,
     pub adapter: Option<LowRank>,
+    /// The codes repacked for the integer product on its first run (1.25× the trits' bytes;
+    /// the trits' pages are released then).
+    pub planes: OnceLock<TernaryPlanes>,
     pub rows: usize,
     pub cols: usize,
 }
@@ -252,6 +258,48 @@ impl LinearWeight {
         Ok(())
     }
 
+    /// Whether the weight has integer codes, i.e. an integer product.
+    fn has_integer_path(&self) -> bool {
+        matches!(
+            self,
+            LinearWeight::Ternary(_) | LinearWeight::Affine4(_) | LinearWeight::Q8(_)
+        )
+    }
+
+    /// `y = x · Wᵀ` through int8 activations ([`clef_kernels::int8`]) for integer weights, plus
+    /// the f32 adapter term `B (A x)` after it; weights without codes run exact.
+    fn matmul_int8(&self, x: &[f32], m: usize, y: &mut [f32]) -> Result<()> {
+        match self {
+            LinearWeight::Ternary(w) => {
+                let view = ternary_view(&w.trits, &w.scales, w.rows, w.cols)?;
+                let planes = w.planes.get_or_init(|| {
+                    let planes = TernaryPlanes::from_view(&view);
+                    // The integer path never reads the trits again (the exact path would
+                    // fault them back in from the file).
+                    w.trits.release();
+                    planes
+                });
+                matmul_int8(x, m, &planes.with_scales(view), y);
+                if let Some(a) = &w.adapter {
+                    a.kernel.apply(x, m, y);
+                }
+            }
+            LinearWeight::Affine4(w) => {
+                let view = affine4_view(&w.codes, &w.scales, &w.biases, w.rows, w.cols)?;
+                matmul_int8(x, m, &view, y);
+                if let Some(a) = &w.adapter {
+                    a.kernel.apply(x, m, y);
+                }
+            }
+            LinearWeight::Q8(w) => {
+                let view = q8_view(&w.codes, &w.scales, w.rows, w.cols)?;
+                matmul_int8(x, m, &view, y);
+            }
+            _ => self.matmul(x, m, y)?,
+        }
+        Ok(())
+    }
+
     fn release(&self) {
         match self {
             LinearWeight::Dense(t) => t.release(),
@@ -403,6 +451,7 @@ impl Linear {
                 trits,
                 scales,
                 adapter,
+                planes: OnceLock::new(),
                 rows,
                 cols,
             })),
@@ -503,14 +552,27 @@ impl Linear {
 
     /// `y[m, rows] = x[m, cols] · Wᵀ (+ b)`; `y` is overwritten.
     pub fn forward(&self, x: &[f32], m: usize, y: &mut [f32]) -> Result<()> {
+        self.forward_mode(MatmulMode::Exact, x, m, y)
+    }
+
+    /// Whether [`MatmulMode::Int8`] changes this layer's arithmetic (it has integer codes).
+    pub fn has_integer_path(&self) -> bool {
+        self.weight.has_integer_path()
+    }
+
+    /// [`Linear::forward`] with the given arithmetic.
+    pub fn forward_mode(&self, mode: MatmulMode, x: &[f32], m: usize, y: &mut [f32]) -> Result<()> {
         if x.len() < m * self.cols || y.len() < m * self.rows {
             return Err(ModelError::Input(format!(
                 "{}: buffers too small for {m} rows",
                 self.weight.name()
             )));
         }
-        self.weight
-            .matmul(&x[..m * self.cols], m, &mut y[..m * self.rows])?;
+        let (x, y) = (&x[..m * self.cols], &mut y[..m * self.rows]);
+        match mode {
+            MatmulMode::Exact => self.weight.matmul(x, m, y)?,
+            MatmulMode::Int8 => self.weight.matmul_int8(x, m, y)?,
+        }
         if let Some(b) = &self.bias {
             for row in y[..m * self.rows].chunks_exact_mut(self.rows) {
                 for (v, bb) in row.iter_mut().zip(b) {

@@ -11,6 +11,7 @@ use crate::forward::{ForwardObserver, Pass};
 use crate::head::layout::SchemaLayout;
 use crate::head::stream::HeadStream;
 use crate::head::JointHead;
+use crate::matmul::MatmulMode;
 use crate::numerics::{Exact, Numerics};
 use crate::rows::RowTable;
 use crate::vision::VisionTower;
@@ -42,6 +43,8 @@ pub struct RunOptions {
     /// The numerics of the run: [`Exact`] f32 by default; `clef-ane` has the FP16 emulation of
     /// the ANE programs (formats.md §2.8).
     pub numerics: Arc<dyn Numerics>,
+    /// The linears' arithmetic; `None` runs the model's default ([`Model::default_matmul`]).
+    pub matmul: Option<MatmulMode>,
 }
 
 impl Default for RunOptions {
@@ -50,6 +53,7 @@ impl Default for RunOptions {
             chunk_size: 128,
             order: PrefillOrder::ChunkMajor,
             numerics: Arc::new(Exact),
+            matmul: None,
         }
     }
 }
@@ -192,6 +196,43 @@ impl Model {
         })
     }
 
+    /// Whether any backbone linear has integer codes (q8, ternary, 4-bit), i.e. can run
+    /// [`MatmulMode::Int8`].
+    pub fn has_integer_weights(&self) -> bool {
+        self.backbone.layers.iter().any(|layer| {
+            layer
+                .linear_kinds()
+                .iter()
+                .filter_map(|&kind| layer.linear(kind))
+                .any(|l| l.has_integer_path())
+        })
+    }
+
+    /// The linears' arithmetic when a run does not choose: the integer product for integer
+    /// weights (the reason to pick such a bundle is speed), exact for releases and LUT-6.
+    pub fn default_matmul(&self) -> MatmulMode {
+        if self.has_integer_weights() {
+            MatmulMode::Int8
+        } else {
+            MatmulMode::Exact
+        }
+    }
+
+    /// The arithmetic a run with `opts` uses, or an error when it asks for the integer product
+    /// of a model that has no integer weights.
+    pub fn matmul_mode(&self, opts: &RunOptions) -> Result<MatmulMode> {
+        match opts.matmul {
+            None => Ok(self.default_matmul()),
+            Some(MatmulMode::Int8) if !self.has_integer_weights() => Err(ModelError::Input(
+                format!(
+                    "--matmul int8 needs integer weights (a q8 or clef-ternary-v1 bundle); this {} has none",
+                    self.format.map_or("release".to_string(), |f| format!("{f} bundle"))
+                ),
+            )),
+            Some(mode) => Ok(mode),
+        }
+    }
+
     pub fn hidden(&self) -> usize {
         self.config.text_config.hidden_size
     }
@@ -272,6 +313,7 @@ impl Model {
         };
         let mut scratch = Scratch::default();
         let mut pass = Pass::new(opts.numerics.as_ref(), observer);
+        pass.matmul = self.matmul_mode(opts)?;
         let embed_rows = |start: usize, x: &mut [f32]| -> Result<()> {
             self.backbone.embed_prompt(seq.ids, seq.media, start, x)
         };
@@ -334,6 +376,17 @@ impl Model {
         opts: &RunOptions,
         cancelled: &dyn Fn() -> bool,
     ) -> Result<(Vec<Vec<f32>>, Timings)> {
+        self.score_observed(prompt, opts, &mut (), cancelled)
+    }
+
+    /// [`Model::score`] with an observer of the backbone's linears (profilers, calibration).
+    pub fn score_observed(
+        &self,
+        prompt: &Prompt,
+        opts: &RunOptions,
+        observer: &mut dyn ForwardObserver,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<(Vec<Vec<f32>>, Timings)> {
         if prompt.layout.len != prompt.ids.len() {
             return Err(ModelError::Input(format!(
                 "prompt of {} ids with a layout of {} rows",
@@ -344,7 +397,7 @@ impl Model {
         let mut stream = HeadStream::new(&self.head, &prompt.layout)?;
         let mut head_s = 0.0;
         let sequence = prompt.sequence();
-        let mut timings = self.prefill(sequence, opts, &mut (), cancelled, &mut |rows, n| {
+        let mut timings = self.prefill(sequence, opts, observer, cancelled, &mut |rows, n| {
             let t = Instant::now();
             stream.push(rows, n)?;
             head_s += t.elapsed().as_secs_f64();

@@ -66,6 +66,8 @@ fn clef_object(model: &LoadedModel, config: &ServerConfig) -> Value {
         "rounding": config.answer.rounding,
         "truncate_state_by_default": config.truncate_state,
         "format": model.format,
+        // The linears' arithmetic: `exact` (f32) or `int8` (integer products, `--matmul`).
+        "matmul": engine.matmul_mode().name(),
         "revision": {
             "source": model.revision.source,
             "bundle_sha256": model.revision.bundle_sha256,

@@ -1,8 +1,9 @@
 //! `clef bench`: prefill throughput, time per stage and peak memory on a model folder, with
 //! efficiency against this machine's f32 FMA peak measured in the same run.
 
+use super::settings::MatmulArgs;
 use clap::Args;
-use clef_model::bench::bench_prefill;
+use clef_model::bench::{bench_prefill, BenchResult};
 use clef_model::{memory, PrefillOrder, RunOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -28,6 +29,8 @@ pub struct BenchArgs {
     /// Print one JSON object per length instead of a table.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub matmul: MatmulArgs,
 }
 
 pub fn run(args: BenchArgs, threads: usize) -> anyhow::Result<ExitCode> {
@@ -36,6 +39,7 @@ pub fn run(args: BenchArgs, threads: usize) -> anyhow::Result<ExitCode> {
     let load_s = t0.elapsed().as_secs_f64();
     let peak = clef_kernels::measure_fma_peak_gflops(threads);
     let opts = RunOptions {
+        matmul: args.matmul.mode(),
         chunk_size: args.chunk,
         order: if args.low_memory {
             PrefillOrder::LayerMajor
@@ -44,12 +48,20 @@ pub fn run(args: BenchArgs, threads: usize) -> anyhow::Result<ExitCode> {
         },
         ..Default::default()
     };
+    let matmul = model.matmul_mode(&opts)?;
+    let int8_peak = (matmul == clef_model::MatmulMode::Int8)
+        .then(|| clef_kernels::measure_int8_peak_gops(threads));
     if !args.json {
         println!(
-            "model {} | load {:.2} s | RSS after load {} | threads {threads} | f32 FMA peak {peak:.1} GFLOP/s",
+            "model {} | load {:.2} s | RSS after load {} | threads {threads} | matmul {matmul} | ISA {} | f32 FMA peak {peak:.1} GFLOP/s{}",
             args.model.display(),
             load_s,
-            fmt_bytes(memory::rss_bytes())
+            fmt_bytes(memory::rss_bytes()),
+            clef_kernels::Isa::detect().name(),
+            int8_peak.map_or(String::new(), |p| format!(
+                " | int8 peak {p:.1} G-ops/s ({})",
+                clef_kernels::int8::Int8Isa::detect().name()
+            )),
         );
         println!(
             "{:>7} {:>9} {:>9} {:>10} {:>9} {:>11} {:>8} {:>10}",
@@ -72,7 +84,16 @@ pub fn run(args: BenchArgs, threads: usize) -> anyhow::Result<ExitCode> {
                     "gflop_scan": r.flops.scan / 1e9, "gflop_attention": r.flops.attention / 1e9,
                     "gflop_head": r.flops.head / 1e9, "gflops_per_second": r.gflops_per_second(),
                     "peak_gflops": peak, "percent_of_peak": pct, "peak_rss_bytes": r.peak_rss,
-                    "threads": threads, "chunk": args.chunk
+                    "threads": threads, "chunk": args.chunk, "matmul": matmul.name(),
+                    "isa": clef_kernels::Isa::detect().name(),
+                    "int8_isa": int8_peak.map(|_| clef_kernels::int8::Int8Isa::detect().name()),
+                    "int8_peak_gops": int8_peak,
+                    "linears": r.linears.iter().map(|t| serde_json::json!({
+                        "kind": t.kind.name(), "seconds": t.seconds, "gflop": t.flops / 1e9,
+                        "integer": t.integer,
+                        "percent_of_peak": 100.0 * t.flops / t.seconds / 1e9
+                            / if t.integer { int8_peak.unwrap_or(peak) } else { peak },
+                    })).collect::<Vec<_>>(),
                 })
             );
         } else {
@@ -87,9 +108,38 @@ pub fn run(args: BenchArgs, threads: usize) -> anyhow::Result<ExitCode> {
                 pct,
                 fmt_bytes(r.peak_rss)
             );
+            print_linears(&r, peak, int8_peak);
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Each linear kind's share of the backbone time and its rate against the matching peak (int8
+/// for the integer products, f32 FMA otherwise).
+fn print_linears(r: &BenchResult, f32_peak: f64, int8_peak: Option<f64>) {
+    let total: f64 = r.linears.iter().map(|t| t.seconds).sum();
+    let work: f64 = r.linears.iter().map(|t| t.flops).sum();
+    println!(
+        "        linears: {:.3} s, {:.1}% of the backbone, {:.1} G-ops/s",
+        total,
+        100.0 * total / r.timings.backbone_s.max(1e-12),
+        work / total.max(1e-12) / 1e9
+    );
+    for t in &r.linears {
+        let rate = t.flops / t.seconds.max(1e-12) / 1e9;
+        let (peak, unit) = match (t.integer, int8_peak) {
+            (true, Some(p)) => (p, "int8"),
+            _ => (f32_peak, "f32"),
+        };
+        println!(
+            "        {:<14} {:>8.3} s {:>6.1}% {:>9.1} G-ops/s {:>6.1}% of the {unit} peak",
+            t.kind.name(),
+            t.seconds,
+            100.0 * t.seconds / total.max(1e-12),
+            rate,
+            100.0 * rate / peak,
+        );
+    }
 }
 
 pub fn fmt_bytes(b: Option<u64>) -> String {

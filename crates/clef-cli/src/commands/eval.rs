@@ -38,6 +38,11 @@ pub struct EvalArgs {
     pub model_label: Option<String>,
     #[arg(long)]
     pub reference_label: Option<String>,
+    /// Arithmetic of the reference's linears (default: the reference's own default, exact for
+    /// a release); `--reference <same bundle> --reference-matmul exact` measures what the
+    /// integer products change.
+    #[arg(long, value_enum)]
+    pub reference_matmul: Option<super::settings::MatmulArg>,
 }
 
 fn label(path: &std::path::Path, given: &Option<String>) -> String {
@@ -107,6 +112,9 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
             // and sees images resized exactly as the compared model does (a LUT-6 bundle
             // lowers the budget to 262,144 px)
             engine_args.max_image_pixels = Some(model.config.media.max_image_pixels);
+            engine_args.matmul = super::settings::MatmulArgs {
+                mode: args.reference_matmul,
+            };
             Some(Engine::load(dir, engine_args.config(limits)?)?)
         }
         None => None,

@@ -3,7 +3,7 @@
 use clap::{Args, ValueEnum};
 use clef_api::{AnswerOptions, ConfidenceFormula, Limits};
 use clef_engine::EngineConfig;
-use clef_model::{PrefillOrder, RunOptions};
+use clef_model::{MatmulMode, PrefillOrder, RunOptions};
 use std::path::PathBuf;
 
 #[derive(Args, Clone)]
@@ -30,6 +30,33 @@ pub struct EngineArgs {
     /// Largest prompt in tokens.
     #[arg(long, env = "CLEF_MAX_CONTEXT")]
     pub max_context: Option<usize>,
+    #[command(flatten)]
+    pub matmul: MatmulArgs,
+}
+
+/// `--matmul`, shared with `clef bench`.
+#[derive(Args, Clone, Copy)]
+pub struct MatmulArgs {
+    /// Arithmetic of the linear layers: `exact` (f32 products of the stored weights) or `int8`
+    /// (int8 activations against integer weights). Default: int8 for q8 and ternary bundles,
+    /// exact for releases, f16/bf16 and LUT-6 bundles (which have no integer weights).
+    #[arg(long = "matmul", value_enum, env = "CLEF_MATMUL")]
+    pub mode: Option<MatmulArg>,
+}
+
+impl MatmulArgs {
+    pub fn mode(&self) -> Option<MatmulMode> {
+        self.mode.map(|m| match m {
+            MatmulArg::Exact => MatmulMode::Exact,
+            MatmulArg::Int8 => MatmulMode::Int8,
+        })
+    }
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq, Debug)]
+pub enum MatmulArg {
+    Exact,
+    Int8,
 }
 
 impl EngineArgs {
@@ -50,6 +77,7 @@ impl EngineArgs {
                     PrefillOrder::ChunkMajor
                 },
                 numerics: clef_ane::Activations::from(self.activations).numerics(&self.model)?,
+                matmul: self.matmul.mode(),
             },
             ..Default::default()
         };

@@ -30,3 +30,30 @@ pub fn text(o: &Output) -> String {
 pub fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
+
+/// `clef eval` records (JSONL in `dir`) made of the golden requests of `model` (a folder under
+/// `golden/`), each request exactly as written (question order matters).
+pub fn golden_records(model: &str, dir: &Path) -> PathBuf {
+    let mut lines = Vec::new();
+    let mut paths: Vec<_> = std::fs::read_dir(fixtures().join("golden").join(model))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy() != "manifest.json")
+                && p.extension().is_some_and(|e| e == "json")
+        })
+        .collect();
+    paths.sort();
+    for p in paths {
+        let raw = std::fs::read_to_string(&p).unwrap();
+        let g: serde_json::Value = serde_json::from_str(&raw).unwrap();
+        let start = raw.find("\"request\":").unwrap() + "\"request\":".len();
+        let end = raw[start..].find("\n \"max_length\"").unwrap() + start;
+        let req = raw[start..end].trim().trim_end_matches(',');
+        lines.push(format!(r#"{{"id": {}, "request": {req}}}"#, g["name"]));
+    }
+    let path = dir.join(format!("{model}-records.jsonl"));
+    std::fs::write(&path, lines.join("\n")).unwrap();
+    path
+}

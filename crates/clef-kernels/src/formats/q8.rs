@@ -79,7 +79,19 @@ impl<'a> Q8View<'a> {
 
     /// Offset of the first code byte that is −128 (not a valid code), if any.
     pub fn first_invalid_code(&self) -> Option<usize> {
-        self.codes.iter().position(|&b| !is_valid_code(b))
+        // `contains` on bytes is a vectorised search (a 9B bundle's scan at load), then the
+        // offending block is searched byte by byte.
+        const BLOCK: usize = 1 << 16;
+        let invalid = 0x80u8;
+        debug_assert!(!is_valid_code(invalid));
+        let block = self
+            .codes
+            .chunks(BLOCK)
+            .position(|c| c.contains(&invalid))?;
+        let within = self.codes[block * BLOCK..]
+            .iter()
+            .position(|&b| !is_valid_code(b))?;
+        Some(block * BLOCK + within)
     }
 
     /// Row `row`'s `cols` code bytes (each an i8).

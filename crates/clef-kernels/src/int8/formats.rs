@@ -101,6 +101,10 @@ impl Int8Weights for Affine4View<'_> {
         CodeRange::Nibble
     }
 
+    fn prefetch_int8(&self, row0: usize, nrows: usize, col0: usize, ncols: usize) {
+        crate::PanelDecode::prefetch_panel(self, row0, nrows, col0, ncols)
+    }
+
     fn has_offsets(&self) -> bool {
         true
     }
@@ -145,6 +149,10 @@ impl Int8Weights for Q8View<'_> {
 
     fn code_range(&self) -> CodeRange {
         CodeRange::Int8
+    }
+
+    fn prefetch_int8(&self, row0: usize, nrows: usize, col0: usize, ncols: usize) {
+        crate::PanelDecode::prefetch_panel(self, row0, nrows, col0, ncols)
     }
 
     fn decode_int8(

@@ -330,8 +330,19 @@ fn block<W: Int8Weights + ?Sized>(
                 }
             }
         }
+        let n = w.rows();
         for jr in 0..nrpad / mr {
             for p in 0..layout.panels {
+                if kb + 1 < layout.kblocks {
+                    // Stream the next k-block of this group's weight rows in while this one is
+                    // multiplied, a few rows per tile (one burst would overflow the miss
+                    // buffers), as the f32 matmul does.
+                    let panels = layout.panels;
+                    let first = (r0 + jr * mr + mr * p / panels).min(n);
+                    let last = (r0 + jr * mr + mr * (p + 1) / panels).min(n);
+                    let next = (kb + 1) * KC;
+                    w.prefetch_int8(first, last - first, next, KC.min(k - next));
+                }
                 let base = layout.offset(kb, p);
                 let panel = &packed[base..base + layout.panel_words];
                 let args = TileArgs {

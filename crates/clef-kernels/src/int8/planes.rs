@@ -106,6 +106,20 @@ impl Int8Weights for TernaryInt8<'_> {
         CodeRange::Ternary
     }
 
+    fn prefetch_int8(&self, row0: usize, nrows: usize, col0: usize, ncols: usize) {
+        let p = self.planes;
+        let row_len = p.groups * PLANE_BYTES;
+        let (g0, g1) = (col0 / GROUP, (col0 + ncols).div_ceil(GROUP).min(p.groups));
+        for r in row0..(row0 + nrows).min(p.rows) {
+            if let Some(span) = p
+                .bytes
+                .get(r * row_len + g0 * PLANE_BYTES..r * row_len + g1 * PLANE_BYTES)
+            {
+                crate::weights::prefetch_lines(span);
+            }
+        }
+    }
+
     fn decode_int8(
         &self,
         row0: usize,
