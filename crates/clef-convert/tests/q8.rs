@@ -15,7 +15,7 @@ use clef_model::checkpoint::writer::{write_safetensors, TensorSpec};
 use clef_model::checkpoint::{safetensors_file, TensorSet};
 use clef_model::linear::{Linear, LinearWeight};
 use clef_model::tensor::{Dtype, Tensor};
-use clef_model::Model;
+use clef_model::{MatmulMode, Model};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
@@ -210,25 +210,37 @@ fn golden_requests(model: &str) -> Vec<(String, String, Option<usize>)> {
         .collect()
 }
 
+/// An engine on `dir` with the reference limits and the f32 products of the stored weights:
+/// the format's own arithmetic, which these tests measure (the engine's default for integer
+/// weights is the int8 product, which `crates/clef-cli/tests/int8_cli.rs` measures).
 fn engine(dir: &Path) -> Engine {
-    let cfg = EngineConfig {
+    let mut cfg = EngineConfig {
         limits: clef_api::Limits::reference(),
         ..Default::default()
     };
-    Engine::load(dir, cfg).unwrap()
+    cfg.run.matmul = Some(MatmulMode::Exact);
+    let e = Engine::load(dir, cfg).unwrap();
+    assert_eq!(e.matmul_mode(), MatmulMode::Exact);
+    e
 }
 
-/// The probabilities per question of one golden request.
-fn decide(e: &Engine, name: &str, body: &str, max_length: Option<usize>) -> Vec<Vec<f32>> {
+/// (logits, probabilities) per question of one golden request.
+fn decide(
+    e: &Engine,
+    name: &str,
+    body: &str,
+    max_length: Option<usize>,
+) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
     let req = e.parse(body.as_bytes()).unwrap();
     let opts = DecideOptions {
         truncation: Truncation::State,
         max_length,
         ..Default::default()
     };
-    e.decide(&req, &opts)
-        .unwrap_or_else(|err| panic!("{name}: {err}"))
-        .probabilities
+    let d = e
+        .decide(&req, &opts)
+        .unwrap_or_else(|err| panic!("{name}: {err}"));
+    (d.logits, d.probabilities)
 }
 
 fn top(p: &[f32]) -> usize {
@@ -239,8 +251,8 @@ fn top(p: &[f32]) -> usize {
 fn compare(model: &str, a: &Engine, b: &Engine) -> (Vec<String>, f64, usize) {
     let (mut flipped, mut worst, mut questions) = (Vec::new(), 0.0f64, 0);
     for (name, body, max_length) in golden_requests(model) {
-        let pa = decide(a, &name, &body, max_length);
-        let pb = decide(b, &name, &body, max_length);
+        let (_, pa) = decide(a, &name, &body, max_length);
+        let (_, pb) = decide(b, &name, &body, max_length);
         assert_eq!(pa.len(), pb.len());
         for (i, (x, y)) in pa.iter().zip(&pb).enumerate() {
             if top(x) != top(y) {
@@ -259,7 +271,7 @@ fn compare(model: &str, a: &Engine, b: &Engine) -> (Vec<String>, f64, usize) {
 }
 
 /// nano (trained): the q8 bundle answers every golden request as the release does, within
-/// 0.005 of its probabilities, both computed here with the engine's default arithmetic.
+/// 0.005 of its probabilities, both computed here.
 #[test]
 fn nano_golden_requests_agree_with_the_release() {
     let root = tempfile::tempdir().unwrap();
@@ -313,8 +325,9 @@ fn dequantized_release(release: &Path, bundle: &Path, dest: &Path) {
 
 /// tiny-a: every linear of the loaded q8 bundle computes, bit for bit, what the same linear of a
 /// release holding the bundle's dequantized weights computes (f32 products; `Linear::forward`),
-/// and every other tensor is the release's own (checked above), so the bundle is exactly the
-/// model of its dequantized weights: the runtime adds nothing to the rounding of the weights.
+/// every other tensor is the release's own (checked above), and end to end the 27 golden
+/// requests (text, images, video) give the same logits bit for bit: the bundle is exactly the
+/// model of its dequantized weights, the runtime adds nothing to the rounding of the weights.
 /// How far that rounding moves tiny-a's answers is measured in docs/formats.md, not asserted:
 /// a random network of width 64 (one scale group per row) is chaotic in its weights, which is
 /// why the agreement criterion is checked on the trained nano model (above and in the CLI's
@@ -348,6 +361,24 @@ fn tiny_a_bundle_computes_exactly_its_dequantized_weights() {
         }
     }
     assert_eq!(checked, 6 * 6 + 2 * 7);
+    drop((q, d));
+    let (q, d) = (engine(&bundle), engine(&dense));
+    let bits = |v: &[Vec<f32>]| -> Vec<Vec<u32>> {
+        v.iter()
+            .map(|q| q.iter().map(|x| x.to_bits()).collect())
+            .collect()
+    };
+    for (name, body, max_length) in golden_requests("tiny-a") {
+        let (lq, pq) = decide(&q, &name, &body, max_length);
+        let (ld, pd) = decide(&d, &name, &body, max_length);
+        assert_eq!(bits(&lq), bits(&ld), "{name}: logits");
+        assert_eq!(bits(&pq), bits(&pd), "{name}: probabilities");
+    }
+    let (flipped, worst, questions) = compare("tiny-a", &q, &engine(&release));
+    eprintln!(
+        "tiny-a: q8 vs release, {questions} questions: {} flipped, max |dp| {worst:.3}",
+        flipped.len()
+    );
 }
 
 /// A copy of `bundle` whose `model.safetensors` has `edit` applied to its tensors (None drops
