@@ -5,7 +5,8 @@
 //! One reading is not enough on a shared or frequency-scaling machine: a trial on a core that
 //! another process holds for part of it reads low, and the clock may still be ramping up. So
 //! every thread first runs a warm-up, then all threads run [`TRIALS`] short trials in lockstep
-//! (a barrier before each), and the peak is the best trial's summed rate. Each loop keeps more
+//! (a barrier before each, spread over about 1.5 s), and the peak is the best trial's summed
+//! rate. Each loop keeps more
 //! independent chains than latency × throughput needs on current cores (Zen 2–5, Intel client
 //! and server), so it never waits on a dependency.
 
@@ -19,8 +20,12 @@ use std::time::{Duration, Instant};
 const WARM_UP: Duration = Duration::from_millis(200);
 /// Length of one trial.
 const TRIAL: Duration = Duration::from_millis(60);
+/// Pause between trials, so that the trials span about 1.5 s: on a shared machine another
+/// tenant can hold a core for a few hundred milliseconds, which a burst of back-to-back trials
+/// would measure throughout (half the 2-thread peak, seen here).
+const GAP: Duration = Duration::from_millis(150);
 /// Trials; the best one is the peak.
-const TRIALS: usize = 7;
+const TRIALS: usize = 8;
 /// Loop iterations between clock reads.
 const BATCH: u64 = 1 << 14;
 
@@ -50,7 +55,10 @@ fn measure(threads: usize, batch: impl Fn(u64) -> u64 + Sync) -> f64 {
                 scope.spawn(|| {
                     timed(&batch, WARM_UP);
                     (0..TRIALS)
-                        .map(|_| {
+                        .map(|t| {
+                            if t > 0 {
+                                std::thread::sleep(GAP);
+                            }
                             barrier.wait();
                             timed(&batch, TRIAL)
                         })
