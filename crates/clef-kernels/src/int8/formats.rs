@@ -11,8 +11,9 @@ use crate::formats::ternary::{TernaryView, TRITS_PER_BYTE};
 use crate::isa::Isa;
 use clef_formats::ternary::DECODE_TABLE;
 
+/// Group `g`'s BF16 value of a row's little-endian scales (or offsets), widened exactly.
 #[inline]
-fn bf16_at(bytes: &[u8], g: usize) -> f32 {
+pub(super) fn bf16_at(bytes: &[u8], g: usize) -> f32 {
     f32::from_bits(u32::from(u16::from_le_bytes([bytes[2 * g], bytes[2 * g + 1]])) << 16)
 }
 

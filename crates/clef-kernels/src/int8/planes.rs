@@ -5,6 +5,7 @@
 //! the trits (2 bits against 1.6), built once per linear, in parallel over rows.
 
 use super::decode::{self, PLANE_BYTES};
+use super::formats::bf16_at;
 use super::{CodeRange, Int8Panel, Int8Weights, GROUP};
 use crate::formats::ternary::{TernaryView, TRITS_PER_BYTE};
 use crate::isa::Isa;
@@ -87,10 +88,6 @@ impl TernaryPlanes {
 pub struct TernaryInt8<'a> {
     planes: &'a TernaryPlanes,
     view: TernaryView<'a>,
-}
-
-fn bf16_at(bytes: &[u8], g: usize) -> f32 {
-    f32::from_bits(u32::from(u16::from_le_bytes([bytes[2 * g], bytes[2 * g + 1]])) << 16)
 }
 
 impl Int8Weights for TernaryInt8<'_> {
