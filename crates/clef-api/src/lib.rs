@@ -20,5 +20,5 @@ pub use json::{parse_json, Json, JsonObject, Number};
 pub use limits::{Limits, Profile};
 pub use media::{MediaInput, VideoInput};
 pub use question::{Criteria, Question, QuestionKind, QuestionOption};
-pub use request::{parse_request, Request};
+pub use request::{parse_request, parse_routed_request, Request};
 pub use response::{build_response, Answer, AnswerOptions, Response, Usage};

@@ -22,6 +22,17 @@ const TOP_LEVEL_FIELDS: [&str; 4] = ["model", "state", "questions", "images"];
 /// Checks the body size, parses the body and validates it (api.md §7 order: size → parse →
 /// top-level structure → questions in request order → images → videos).
 pub fn parse_request(body: &[u8], limits: &Limits) -> Result<Request, ApiError> {
+    parse_routed_request(body, limits, None)
+}
+
+/// [`parse_request`] for a route whose URL names the model (the Workers AI paths): a body
+/// without `model` is answered by `route_model`, as the hosted service does. A body that has a
+/// `model` keeps it (whether it agrees with the URL is the server's check).
+pub fn parse_routed_request(
+    body: &[u8],
+    limits: &Limits,
+    route_model: Option<&str>,
+) -> Result<Request, ApiError> {
     if body.len() > limits.max_body_bytes {
         return Err(ApiError::too_large(format!(
             "request body is {} bytes, at most {}",
@@ -30,12 +41,22 @@ pub fn parse_request(body: &[u8], limits: &Limits) -> Result<Request, ApiError> 
         )));
     }
     let json = parse_json_with_depth(body, limits.max_json_depth)?;
-    Request::from_json(&json, limits)
+    Request::from_routed_json(&json, limits, route_model)
 }
 
 impl Request {
     /// Validates an already parsed body.
     pub fn from_json(json: &Json, limits: &Limits) -> Result<Request, ApiError> {
+        Self::from_routed_json(json, limits, None)
+    }
+
+    /// Validates an already parsed body; `route_model` stands in for a missing `model` (see
+    /// [`parse_routed_request`]).
+    pub fn from_routed_json(
+        json: &Json,
+        limits: &Limits,
+        route_model: Option<&str>,
+    ) -> Result<Request, ApiError> {
         let Json::Object(body) = json else {
             return Err(ApiError::bad_json(format!(
                 "the request body must be a JSON object, got {}",
@@ -50,7 +71,10 @@ impl Request {
                     other.type_name()
                 )))
             }
-            None => return Err(ApiError::structure("model: required")),
+            None => match route_model {
+                Some(m) => m.to_owned(),
+                None => return Err(ApiError::structure("model: required")),
+            },
         };
         let Some(state) = body.get("state") else {
             return Err(ApiError::structure("state: required (any JSON value)"));

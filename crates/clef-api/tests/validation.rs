@@ -1,7 +1,10 @@
 //! Every validation rule of api.md §2 and §7, with its HTTP status and Workers AI code, under
 //! both limit profiles.
 
-use clef_api::{parse_request, Criteria, Json, Limits, Profile, QuestionKind, Request, VideoInput};
+use clef_api::{
+    parse_request, parse_routed_request, Criteria, Json, Limits, Profile, QuestionKind, Request,
+    VideoInput,
+};
 
 const PNG_1X1: &str =
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC";
@@ -128,6 +131,30 @@ fn body_size_limit() {
     let big = vec![b' '; 13 * 1024 * 1024 + 1];
     let e = parse_request(&big, &Limits::workers()).unwrap_err();
     assert_eq!((e.status, e.code), (413, 5021));
+}
+
+/// The Workers AI paths name the model in the URL: a body without `model` takes the route's,
+/// a body with one keeps its own (the server compares the two), and a `model` of the wrong
+/// type is still refused.
+#[test]
+fn a_route_model_stands_in_for_a_missing_model() {
+    let body = r#"{"state":"s","questions":{"q":{"type":"noul","instructions":"i"}}}"#;
+    for profile in [Profile::Workers, Profile::Reference] {
+        let req = parse_routed_request(body.as_bytes(), &limits(profile), Some("clef-flash"))
+            .unwrap_or_else(|e| panic!("{profile}: {e}"));
+        assert_eq!(req.model, "clef-flash");
+        let own = r#"{"model":" clef ","state":"s","questions":{"q":{"type":"noul","instructions":"i"}}}"#;
+        let req =
+            parse_routed_request(own.as_bytes(), &limits(profile), Some("clef-flash")).unwrap();
+        assert_eq!(req.model, " clef ");
+        let typed =
+            r#"{"model":null,"state":"s","questions":{"q":{"type":"noul","instructions":"i"}}}"#;
+        let e = parse_routed_request(typed.as_bytes(), &limits(profile), Some("clef")).unwrap_err();
+        assert_eq!((e.status, e.code), (400, 5006), "{e}");
+        // Without a route model the field stays required.
+        let e = parse_routed_request(body.as_bytes(), &limits(profile), None).unwrap_err();
+        assert_eq!((e.status, e.code), (400, 5006), "{e}");
+    }
 }
 
 #[test]

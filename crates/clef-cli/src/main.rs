@@ -16,7 +16,8 @@ mod commands;
                   over HTTP and evaluates conversions against their source."
 )]
 struct Cli {
-    /// Worker threads for inference (default: every core).
+    /// Worker threads of the command's parallel work: inference, conversion, hashing and
+    /// checks (default: every core).
     #[arg(long, global = true, env = "CLEF_THREADS")]
     threads: Option<usize>,
     #[command(subcommand)]

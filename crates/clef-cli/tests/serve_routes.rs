@@ -310,6 +310,11 @@ fn models_lists_names_limits_and_capabilities() {
         .collect();
     // hidden_size 64 is neither Clef width: the folder name, plus both hosted names.
     assert_eq!(ids, ["tiny-a", "clef", "clef-flash"]);
+    // The limits once, on the primary name; each alias entry names the model it answers with.
+    for alias in &data[1..] {
+        let clef = alias.as_object().and_then(|m| m.get("clef")).unwrap();
+        assert_eq!(clef.to_json_string(), r#"{"alias_of":"tiny-a"}"#);
+    }
     let clef = data[0]
         .as_object()
         .and_then(|m| m.get("clef"))
@@ -430,7 +435,10 @@ fn probes_and_openapi() {
     // Every documented route answers something other than 404 with the documented method.
     for (path, ops) in paths.iter() {
         for (method, _) in ops.as_object().unwrap().iter() {
-            let concrete = path.replace("{account}", "acc").replace("{model}", "clef");
+            let mut concrete = path.replace("{account}", "acc").replace("{model}", "clef");
+            if path.ends_with("/ai/models/schema") {
+                concrete.push_str("?model=@cf/cloudflare/clef");
+            }
             let req = if method == "get" {
                 Req::get(&concrete)
             } else {
@@ -463,7 +471,151 @@ fn probes_and_openapi() {
     ] {
         assert!(schemas.contains_key(name), "{name}");
     }
-    assert_eq!(paths.len(), 9);
+    assert_eq!(paths.len(), 10);
+}
+
+/// The `result` of a Workers envelope, as text.
+fn result_text(r: &Resp) -> String {
+    r.json()
+        .as_object()
+        .and_then(|o| o.get("result"))
+        .map(Json::to_json_string)
+        .unwrap_or_else(|| panic!("no result: {}", r.text()))
+}
+
+/// The official Cloudflare SDKs send the model as one percent-encoded segment
+/// (`@cf%2Fcloudflare%2Fclef`) and leave `model` out of the body; both Workers paths answer
+/// those exactly as the literal path and a body that names the model.
+#[test]
+fn workers_paths_route_as_the_hosted_service_does() {
+    let server = Server::start(&[]);
+    let g = golden("a01_support_basic");
+    let bare = server.post("/v1/systemone", g.request_text.as_bytes());
+    assert_eq!(bare.status, 200, "{}", bare.text());
+    let bare = bare.json().to_json_string();
+    let spellings = [
+        "@cf/cloudflare/clef",
+        "@cf%2Fcloudflare%2Fclef",
+        "%40cf%2Fcloudflare%2Fclef",
+        "%40cf/cloudflare/clef",
+        "@cf/cloudflare/%63lef",
+    ];
+    let model_less = {
+        let o = g.request.as_object().cloned().unwrap();
+        let kept: Vec<_> = o
+            .into_entries()
+            .into_iter()
+            .filter(|(k, _)| k != "model")
+            .collect();
+        assert_eq!(kept.len() + 1, g.request.as_object().map_or(0, |o| o.len()));
+        Json::Object(clef_api::JsonObject::from_unique(kept)).to_json_string()
+    };
+    for prefix in ["/client/v4/accounts/acc/ai/run/", "/ai/run/"] {
+        for spelling in spellings {
+            let path = format!("{prefix}{spelling}");
+            for body in [&g.request_text, &model_less] {
+                let r = server.post(&path, body.as_bytes());
+                assert_eq!(r.status, 200, "{path}: {}", r.text());
+                check_client_contract(&g.request, &r, true);
+                // The model-less body is answered by the URL's model, echoed as such.
+                assert_eq!(result_text(&r), bare, "{path}");
+            }
+        }
+        // A body model that disagrees with the URL, a model not served, a path that is not
+        // `@cf/cloudflare/NAME`, and a segment that does not decode to UTF-8: 400/7000.
+        let other = g
+            .request_text
+            .replacen("\"model\":\"clef\"", "\"model\":\"clef-flash\"", 1);
+        assert_ne!(other, g.request_text);
+        assert_failure(
+            &server.post(
+                &format!("{prefix}@cf%2Fcloudflare%2Fclef"),
+                other.as_bytes(),
+            ),
+            400,
+            7000,
+        );
+        for bad in [
+            "@cf%2Fcloudflare%2Fllama",
+            "@cf/meta/clef",
+            "clef",
+            "@cf/cloudflare/",
+            "@cf/cloudflare/%FF",
+        ] {
+            assert_failure(
+                &server.post(&format!("{prefix}{bad}"), model_less.as_bytes()),
+                400,
+                7000,
+            );
+        }
+    }
+    // However spelled, a Workers request counts under its documented route.
+    let m = server.metrics();
+    let counted = m.requests(
+        "/client/v4/accounts/{account}/ai/run/@cf/cloudflare/{model}",
+        200,
+    );
+    assert_eq!(counted, 2 * spellings.len() as u64);
+    assert_eq!(m.requests("/ai/run/@cf/cloudflare/{model}", 200), counted);
+}
+
+/// `GET .../ai/models/schema?model=@cf/cloudflare/NAME`: the served model's request and
+/// response schemas in the Workers envelope, behind the token like every decision route.
+#[test]
+fn the_schema_discovery_route_describes_the_served_model() {
+    let server = Server::start(&["--api-key", "sekret", "--no-video"]);
+    let path = "/client/v4/accounts/acc/ai/models/schema?model=@cf/cloudflare/clef-flash";
+    assert_failure(&server.send(&Req::get(path)), 401, 10000);
+    let auth = |p: &str| Req::get(p).header("Authorization", "Bearer sekret");
+    for p in [
+        path,
+        "/client/v4/accounts/acc/ai/models/schema?model=%40cf%2Fcloudflare%2Fclef-flash",
+    ] {
+        let r = server.send(&auth(p));
+        assert_eq!(r.status, 200, "{p}: {}", r.text());
+        let v = r.json();
+        let o = v.as_object().unwrap();
+        assert_eq!(o.get("success"), Some(&Json::Bool(true)));
+        let result = o.get("result").and_then(Json::as_object).unwrap();
+        let input = result.get("input").and_then(Json::as_object).unwrap();
+        let output = result.get("output").and_then(Json::as_object).unwrap();
+        for schema in [input, output] {
+            assert!(schema
+                .get("$schema")
+                .and_then(Json::as_str)
+                .is_some_and(|s| s.contains("2020-12")));
+            // Self-contained: every reference points into its own definitions.
+            let text = Json::Object(schema.clone()).to_json_string();
+            assert!(!text.contains("#/components/"), "{text}");
+        }
+        let defs = input.get("$defs").and_then(Json::as_object).unwrap();
+        let request = defs
+            .get("WorkersRequest")
+            .and_then(Json::as_object)
+            .unwrap();
+        let props = request.get("properties").and_then(Json::as_object).unwrap();
+        // This server's names and switches: videos are off, model names are the served ones.
+        assert!(!props.contains_key("videos"));
+        let pattern = props
+            .get("model")
+            .and_then(Json::as_object)
+            .and_then(|m| m.get("pattern"))
+            .and_then(Json::as_str)
+            .unwrap();
+        assert!(
+            pattern.contains("tiny-a") && pattern.contains("clef-flash"),
+            "{pattern}"
+        );
+        let required = request.get("required").and_then(Json::as_array).unwrap();
+        assert!(!required.iter().any(|r| r.as_str() == Some("model")));
+    }
+    for bad in [
+        "/client/v4/accounts/acc/ai/models/schema",
+        "/client/v4/accounts/acc/ai/models/schema?model=@cf/cloudflare/llama",
+        "/client/v4/accounts/acc/ai/models/schema?model=clef",
+    ] {
+        assert_failure(&server.send(&auth(bad)), 400, 7000);
+    }
 }
 
 fn g_body() -> String {

@@ -27,7 +27,7 @@ pub async fn observe(State(app): State<Arc<AppState>>, mut req: Request, next: N
     let route = req
         .extensions()
         .get::<MatchedPath>()
-        .map_or(UNMATCHED, |p| p.as_str())
+        .map_or(UNMATCHED, |p| crate::routes::label(p.as_str()))
         .to_owned();
     let id = request_id(req.headers());
     let method = req.method().clone();

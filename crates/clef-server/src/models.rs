@@ -6,19 +6,26 @@ use crate::loaded::LoadedModel;
 use serde_json::{json, Value};
 
 pub fn models_body(model: &LoadedModel, config: &ServerConfig) -> String {
-    let clef = clef_object(model, config);
-    let data: Vec<Value> = model
-        .names
-        .all()
-        .map(|name| {
-            json!({
-                "id": name,
-                "object": "model",
-                "created": model.created,
-                "owned_by": "clef.rs",
-                "clef": clef,
-            })
+    let primary = model.names.primary();
+    let entry = |name: &str, clef: Value| {
+        json!({
+            "id": name,
+            "object": "model",
+            "created": model.created,
+            "owned_by": "clef.rs",
+            "clef": clef,
         })
+    };
+    // One entry per name, as OpenAI clients list them; the limits and capabilities once, on
+    // the primary name: an alias entry only says which model it answers with.
+    let data: Vec<Value> = std::iter::once(entry(primary, clef_object(model, config)))
+        .chain(
+            model
+                .names
+                .aliases()
+                .iter()
+                .map(|alias| entry(alias, json!({"alias_of": primary}))),
+        )
         .collect();
     json!({"object": "list", "data": data}).to_string()
 }

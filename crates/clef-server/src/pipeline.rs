@@ -44,14 +44,19 @@ pub fn check_body_model(names: &ServedNames, shape: &Shape, model: &str) -> Resu
     Ok(())
 }
 
-/// Parse and validate a body under `limits` (api.md §7 order), then check its model.
+/// Parse and validate a body under `limits` (api.md §7 order), then check its model. On the
+/// Workers paths a body without `model` is answered by the model the URL names.
 pub fn parse(
     limits: &Limits,
     names: &ServedNames,
     shape: &Shape,
     body: &[u8],
 ) -> Result<Request, ApiError> {
-    let req = clef_api::parse_request(body, limits)?;
+    let route_model = match shape {
+        Shape::SystemOne => None,
+        Shape::Workers { model } => Some(model.as_str()),
+    };
+    let req = clef_api::parse_routed_request(body, limits, route_model)?;
     check_body_model(names, shape, &req.model)?;
     Ok(req)
 }
@@ -106,6 +111,26 @@ mod tests {
         assert!(check_path_model(&names(), "tiny").is_ok());
         // The path is matched exactly: no trimming of what the router extracted.
         assert!(check_path_model(&names(), " tiny").is_err());
+    }
+
+    #[test]
+    fn the_workers_path_names_the_model_of_a_body_without_one() {
+        let body =
+            r#"{"state": "s", "questions": {"q": {"type": "noul", "instructions": "Is it?"}}}"#;
+        let workers = Shape::Workers {
+            model: "clef-flash".into(),
+        };
+        let req = parse(&Limits::workers(), &names(), &workers, body.as_bytes()).unwrap();
+        assert_eq!(req.model, "clef-flash");
+        // The bare route has no URL model: `model` stays required there.
+        let e = parse(
+            &Limits::workers(),
+            &names(),
+            &Shape::SystemOne,
+            body.as_bytes(),
+        )
+        .unwrap_err();
+        assert_eq!((e.status, e.code), (400, 5006));
     }
 
     #[test]

@@ -22,7 +22,8 @@ pub struct DecideArgs {
     /// file (which the reference produced).
     #[arg(long)]
     pub profile: Option<Profile>,
-    /// Prompt budget in tokens (default: the fixture's max_length, else the context limit).
+    /// Token budget of the prompt. Default: the fixture's "max_length", else the model's
+    /// context limit (--max-context, 16384 unless set).
     #[arg(long)]
     pub max_length: Option<usize>,
     /// Cut the state to fit instead of refusing an oversize prompt (default for fixtures,

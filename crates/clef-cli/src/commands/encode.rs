@@ -21,7 +21,8 @@ pub struct EncodeArgs {
     /// processor_config.json is then used for media).
     #[arg(long)]
     pub tokenizer: PathBuf,
-    /// Token budget of the prompt. Default: the fixture's "max_length", else 16384.
+    /// Token budget of the prompt. Default: the fixture's "max_length", else the context
+    /// limit of the Clef models, 16384 (encode reads no model).
     #[arg(long)]
     pub max_length: Option<usize>,
     /// Request rules: "reference" (default here: what the reference encoder accepts, e.g.

@@ -33,9 +33,10 @@ pub struct EvalArgs {
     /// Reference top-two gap below which a question counts as a near-tie.
     #[arg(long, default_value_t = 0.02)]
     pub near_tie: f64,
-    /// Names of the two models in the reports (default: their folder names).
+    /// Name of the model under test in the reports (default: its folder name).
     #[arg(long)]
     pub model_label: Option<String>,
+    /// Name of the reference model in the reports (default: its folder name).
     #[arg(long)]
     pub reference_label: Option<String>,
     /// Arithmetic of the reference's linears (default: the reference's own default, exact for

@@ -9,8 +9,8 @@ use std::process::ExitCode;
 
 #[derive(Args)]
 pub struct ExportArgs {
-    /// Write an MLX folder (the only export target).
-    #[arg(long)]
+    /// Write an MLX folder (the only export target, so required).
+    #[arg(long, required = true)]
     pub mlx: bool,
     /// The clef-ternary-v1 bundle to export.
     pub bundle: PathBuf,

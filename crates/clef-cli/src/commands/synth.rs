@@ -8,7 +8,7 @@ use std::process::ExitCode;
 #[derive(Args)]
 pub struct SynthArgs {
     /// Model shapes: `tiny` (the fixture sizes), `flash` (Clef-Flash 9B widths) or `clef`
-    /// (Clef 27B widths).
+    /// (Clef 27B widths). Required unless --from-configs.
     #[arg(long, required_unless_present = "from_configs")]
     pub preset: Option<Preset>,
     /// Instead of a preset, write random weights for the `config.json` and
