@@ -35,6 +35,7 @@ pub struct BenchArgs {
 
 pub fn run(args: BenchArgs, threads: usize) -> anyhow::Result<ExitCode> {
     let t0 = std::time::Instant::now();
+    super::settings::check_model_folder(&args.model)?;
     let model = clef_engine::load_model(&args.model)?;
     let load_s = t0.elapsed().as_secs_f64();
     let peak = clef_kernels::measure_fma_peak_gflops(threads);

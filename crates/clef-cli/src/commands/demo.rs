@@ -5,7 +5,7 @@
 
 use super::bench::fmt_bytes;
 use clap::Args;
-use clef_api::{build_response, AnswerOptions, Limits};
+use clef_api::{build_response, Answer, AnswerOptions, Limits};
 use clef_engine::{DecideOptions, Engine, EngineConfig};
 use clef_model::memory;
 use clef_model::synth::{synthesize, Preset, SynthOptions};
@@ -55,7 +55,19 @@ const EXAMPLES: &[&str] = &[
     r#"{"model": "clef", "state": {"order": {"id": 6311, "status": "shipped", "items": 3, "total": 161.84}, "payment": {"status": "failed"}},
         "questions": {"status": {"type": "choice", "instructions": "What is the order status?",
           "criteria": {"cancelled": "The order was cancelled", "pending": "The order is not shipped yet", "shipped": "The order has shipped"}}}}"#,
+    r#"{"model": "clef", "state": "Please check the login page, production is down for everyone.",
+        "questions": {"urgency": {"type": "score", "instructions": "Rate the urgency.",
+          "criteria": ["Not urgent", "Low", "High", "Critical"]}}}"#,
 ];
+
+/// What the numbers of each question type mean, printed once before the examples.
+const HOW_TO_READ: &str = "\
+how to read the answers:
+  noul   : the probability that the answer is yes (P(true)); 0.80 means 80% yes.
+  choice : the most probable option; `confidence` is its probability, and `probabilities`
+           lists every option's, in the order the request gave them.
+  score  : the expected level, the sum of level x probability over levels 0..n-1 (`legend`
+           maps each level to its description); `confidence` is the likeliest level's probability.";
 
 #[derive(Args)]
 pub struct DemoArgs {
@@ -103,6 +115,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         "prepared in {prepared_s:.2} s, loaded in {:.2} s",
         t1.elapsed().as_secs_f64()
     );
+    println!("{HOW_TO_READ}");
     for example in EXAMPLES {
         let req = match engine.parse(example.as_bytes()) {
             Ok(r) => r,
@@ -122,6 +135,9 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         let ms = t.elapsed().as_secs_f64() * 1e3;
         println!("\nrequest : {}", compact(example));
         println!("response: {}", response.to_json_string());
+        for (id, answer) in &response.answers {
+            println!("reading : {id}: {}", reading(answer));
+        }
         println!(
             "timing  : {ms:.1} ms for {} tokens (backbone {:.1} ms, head {:.1} ms)",
             d.encoded.input_ids.len(),
@@ -133,8 +149,60 @@ pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         "\npeak resident memory {}",
         fmt_bytes(memory::peak_rss_bytes())
     );
-    println!("Point `clef decide --model DIR` or `clef serve --model DIR` at a Clef or Clef-Flash release folder to use the real weights.");
+    println!("Try it yourself on the same model, committed at tests/fixtures/models/nano:");
+    println!("  cargo run --release -p clef-cli -- serve --model tests/fixtures/models/nano");
+    println!(
+        "(README: a curl request to it). For the real weights, point `clef decide --model DIR` or"
+    );
+    println!("`clef serve --model DIR` at a Clef or Clef-Flash release folder.");
     Ok(ExitCode::SUCCESS)
+}
+
+/// One answer in words, e.g. `yes with probability 0.80`.
+fn reading(answer: &Answer) -> String {
+    match answer {
+        Answer::Noul { noul } => format!(
+            "{} (P(yes) = {noul:.2})",
+            if *noul >= 0.5 { "yes" } else { "no" }
+        ),
+        Answer::Choice {
+            choice, confidence, ..
+        } => format!("{choice:?}, with probability {confidence:.2}"),
+        Answer::Score {
+            score,
+            legend,
+            probabilities,
+            ..
+        } => {
+            // The likeliest level, named by its description.
+            let likeliest =
+                probabilities
+                    .iter()
+                    .enumerate()
+                    .fold(
+                        (0, f64::MIN),
+                        |best, (i, (_, p))| {
+                            if *p > best.1 {
+                                (i, *p)
+                            } else {
+                                best
+                            }
+                        },
+                    );
+            let name = legend
+                .get(likeliest.0)
+                .map_or_else(String::new, |(_, d)| match d {
+                    clef_api::Json::String(s) => format!(" ({s:?})"),
+                    other => format!(" ({})", other.to_json_string()),
+                });
+            format!(
+                "expected level {score:.2} of 0..{}; likeliest level {}{name} with probability {:.2}",
+                legend.len().saturating_sub(1),
+                likeliest.0,
+                likeliest.1
+            )
+        }
+    }
 }
 
 fn write_nano(dir: &Path) -> std::io::Result<()> {

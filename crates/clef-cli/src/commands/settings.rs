@@ -4,7 +4,30 @@ use clap::{Args, ValueEnum};
 use clef_api::{AnswerOptions, ConfidenceFormula, Limits};
 use clef_engine::EngineConfig;
 use clef_model::{MatmulMode, PrefillOrder, RunOptions};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+/// What a newcomer needs when `--model` names no model: what a model folder holds and two
+/// ways to get one without a download.
+const MODEL_FOLDER_HINT: &str =
+    "a model folder is a Clef release (config.json, model*.safetensors, \
+joint_head.safetensors, joint_head_config.json, tokenizer.json, processor_config.json) or a bundle \
+written by `clef convert`; to try clef.rs without downloading weights, use the trained toy model \
+committed in this repository (--model tests/fixtures/models/nano) or write a random-weight one \
+with `clef synth --preset tiny --out DIR`";
+
+/// Refuses a `--model` that is not a model folder, before anything is loaded, with the hint.
+pub fn check_model_folder(dir: &Path) -> anyhow::Result<()> {
+    if !dir.is_dir() {
+        anyhow::bail!("no model folder at {}: {MODEL_FOLDER_HINT}", dir.display());
+    }
+    if !dir.join("config.json").is_file() {
+        anyhow::bail!(
+            "{} is not a model folder (it has no config.json): {MODEL_FOLDER_HINT}",
+            dir.display()
+        );
+    }
+    Ok(())
+}
 
 #[derive(Args, Clone)]
 pub struct EngineArgs {
@@ -61,6 +84,7 @@ pub enum MatmulArg {
 
 impl EngineArgs {
     pub fn config(&self, mut limits: Limits) -> anyhow::Result<EngineConfig> {
+        check_model_folder(&self.model)?;
         if self.chunk == 0 {
             anyhow::bail!("--chunk must be at least 1");
         }
