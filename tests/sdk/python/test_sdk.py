@@ -24,6 +24,7 @@ from typing import Any
 
 import cloudflare
 import httpx
+import jsonschema
 
 BASE = os.environ.get("CLEF_SDK_BASE", "").rstrip("/")
 KEY = os.environ.get("CLEF_SDK_KEY", "")
@@ -201,6 +202,31 @@ class SdkCompat(unittest.TestCase):
             client.ai.run(f"@cf/cloudflare/{MODEL}", account_id=ACCOUNT, extra_body=fields)
         self.assertEqual(caught.exception.status_code, 401)
         self.assertEqual([e.code for e in caught.exception.errors], [10000])
+
+    def test_6_schema_discovery(self) -> None:
+        """`ai.models.schema.get`, what client libraries call to check the address and the
+        token: the served model's input and output JSON schemas, which accept the requests
+        and answers of this suite and refuse what the server refuses."""
+        got = self.client.ai.models.schema.get(account_id=ACCOUNT, model=f"@cf/cloudflare/{MODEL}")
+        request = self.recorder.last
+        self.assertEqual(request.url.path, f"/client/v4/accounts/{ACCOUNT}/ai/models/schema")
+        self.assertEqual(request.url.params["model"], f"@cf/cloudflare/{MODEL}")
+        schemas = got if isinstance(got, dict) else got.to_dict()
+        inp, out = schemas["input"], schemas["output"]
+        for schema in (inp, out):
+            jsonschema.Draft202012Validator.check_schema(schema)
+        fields = {"state": "Checkout has been failing for every customer for the last hour.", "questions": QUESTIONS}
+        jsonschema.validate(fields, inp)
+        jsonschema.validate(dict(fields, model=MODEL), inp)
+        answer = self.client.ai.run(f"@cf/cloudflare/{MODEL}", account_id=ACCOUNT, extra_body=fields)
+        jsonschema.validate(answer, out)
+        with self.assertRaises(jsonschema.ValidationError):
+            jsonschema.validate(dict(fields, temperature=0.2), inp)  # the server's 422
+        with self.assertRaises(jsonschema.ValidationError):
+            jsonschema.validate(dict(fields, model="gpt-4"), inp)  # the server's 400/7000
+        wrong = make_client(token=KEY + "-wrong")
+        with self.assertRaises(cloudflare.AuthenticationError):
+            wrong.ai.models.schema.get(account_id=ACCOUNT, model=f"@cf/cloudflare/{MODEL}")
 
 
 if __name__ == "__main__":
