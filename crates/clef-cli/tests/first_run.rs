@@ -49,6 +49,26 @@ fn the_committed_nano_model_answers_decide() {
     assert!(t.contains(r#""urgent":{"type":"noul","noul":"#), "{t}");
 }
 
+/// `serve` refuses a folder that is not a model before it binds a socket, with the same hint.
+#[test]
+fn serve_refuses_a_missing_model_folder_before_listening() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = clef(&[
+        "serve",
+        "--model",
+        s(&dir.path().join("nano")),
+        "--addr",
+        "127.0.0.1:0",
+    ]);
+    let t = text(&out);
+    assert!(!out.status.success(), "{t}");
+    assert!(
+        t.contains("no model folder at ") && t.contains("tests/fixtures/models/nano"),
+        "{t}"
+    );
+    assert!(!t.contains("listening on"), "{t}");
+}
+
 #[test]
 fn a_missing_model_folder_says_what_a_model_folder_is() {
     let dir = tempfile::tempdir().unwrap();

@@ -100,14 +100,23 @@ fn unknown_routes_are_404_7000() {
     for path in [
         "/",
         "/v1/chat/completions",
-        "/client/v4/accounts/a/ai/run/@cf/meta/llama",
         "/v1/systemone/extra",
+        "/ai/models",
     ] {
         assert_failure(&server.send(&Req::get(path)), 404, 7000);
         assert_failure(&server.post(path, valid().as_bytes()), 404, 7000);
     }
     // A known route with the wrong method: 405 in the same envelope.
     assert_failure(&server.send(&Req::get(SYSTEMONE)), 405, 7000);
+    // Under `ai/run/` every path is a model path, as on the hosted service: a model this
+    // server does not serve is its 400/7000, and GET is the wrong method there.
+    for path in [
+        "/client/v4/accounts/a/ai/run/@cf/meta/llama",
+        "/ai/run/@cf/meta/llama",
+    ] {
+        assert_failure(&server.post(path, valid().as_bytes()), 400, 7000);
+        assert_failure(&server.send(&Req::get(path)), 405, 7000);
+    }
 }
 
 #[test]

@@ -153,9 +153,15 @@ fn sigterm_finishes_in_flight_requests_and_refuses_new_ones() {
 
 #[test]
 fn a_model_that_cannot_load_stops_the_server_with_an_error() {
+    // A folder that looks like a model (it has a config.json) but does not load: the server
+    // binds, tries, and stops. A folder that is not a model at all is refused before binding
+    // (tests/first_run.rs).
     let dir = tempfile::tempdir().unwrap();
+    let broken = dir.path().join("broken");
+    std::fs::create_dir(&broken).unwrap();
+    std::fs::write(broken.join("config.json"), "{}").unwrap();
     let mut server = Server::with(Options {
-        model: dir.path().join("missing"),
+        model: broken,
         wait_ready: false,
         ..Default::default()
     });

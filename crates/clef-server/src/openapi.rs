@@ -36,7 +36,11 @@ fn error_responses() -> Value {
             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Failure"}}},
         },
         "404": r("7000: no route for that URI"),
-        "405": r("7000: the method is not allowed on this route"),
+        "405": {
+            "description": "7000: the method is not allowed on this route",
+            "headers": with_allow(ids()),
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Failure"}}},
+        },
         "408": r("3007: the request exceeded the server's processing deadline"),
         "413": r("5021: body over the byte limit, or prompt over max_context (measured and allowed numbers in the message)"),
         "422": r("5012: value-level validation failure (counts, id pattern, unknown field, media, number range, header value)"),
@@ -48,6 +52,11 @@ fn error_responses() -> Value {
 
 fn with_www_authenticate(mut headers: Value) -> Value {
     headers["WWW-Authenticate"] = json!({"schema": {"type": "string", "const": "Bearer"}, "description": "The scheme the server expects."});
+    headers
+}
+
+fn with_allow(mut headers: Value) -> Value {
+    headers["Allow"] = json!({"schema": {"type": "string"}, "description": "The methods the route answers, e.g. `POST`."});
     headers
 }
 

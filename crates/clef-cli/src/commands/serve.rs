@@ -92,13 +92,17 @@ Routes:
   POST /v1/systemone                                           System One request, bare response
   POST /client/v4/accounts/{account}/ai/run/@cf/cloudflare/{model}   Workers AI envelope
   POST /ai/run/@cf/cloudflare/{model}                          Workers AI envelope (short path)
+  GET  /client/v4/accounts/{account}/ai/models/schema?model=@cf/cloudflare/{model}
+                                                               request/response JSON schemas
   GET  /v1/models   /healthz   /readyz   /health   /metrics   /openapi.json
+The Workers paths also accept the model percent-encoded (@cf%2Fcloudflare%2F{model}, as the
+official SDKs send it) and a body without \"model\" (the URL's model answers).
 
 Request headers: x-clef-truncate: state (cut the state instead of 413), x-clef-precision: full
 (unrounded numbers), cf-ai-req-id or x-request-id (echoed back).
 
-Example:
-  clef serve --model path/to/clef-flash &
+Example (tests/fixtures/models/nano is a trained toy model committed in the repository):
+  clef serve --model tests/fixtures/models/nano &
   curl -s localhost:8080/v1/systemone -H 'content-type: application/json' -d '{\"model\": \"clef\",
     \"state\": \"Checkout fails for every customer.\",
     \"questions\": {\"urgent\": {\"type\": \"noul\", \"instructions\": \"Is this urgent?\"}}}'
