@@ -96,7 +96,7 @@ fn max(p: &[f64]) -> f64 {
 }
 
 /// Index of the first maximum (ties go to the earlier index).
-pub(crate) fn first_argmax(p: &[f64]) -> usize {
+pub fn first_argmax(p: &[f64]) -> usize {
     let mut best = 0;
     for (i, &v) in p.iter().enumerate() {
         if v > p[best] {

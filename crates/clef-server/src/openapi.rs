@@ -23,24 +23,32 @@ pub const ROUTES: &[(&str, &str)] = &[
 
 fn error_responses() -> Value {
     let r = |d: &str| json!({"description": d, "headers": ids(), "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Failure"}}}});
-    let retry = |d: &str| {
+    // A failure that also carries one header of its own.
+    let with = |d: &str, name: &str, header: Value| {
         let mut v = r(d);
-        v["headers"]["Retry-After"] = json!({"schema": {"type": "integer"}, "description": "Seconds to wait before retrying."});
+        v["headers"][name] = header;
         v
+    };
+    let retry = |d: &str| {
+        with(
+            d,
+            "Retry-After",
+            json!({"schema": {"type": "integer"}, "description": "Seconds to wait before retrying."}),
+        )
     };
     json!({
         "400": r("6003: body not JSON, not UTF-8, or not an object; 5006: structural failure; 7000: model not served or not matching the path"),
-        "401": {
-            "description": "10000: authentication enabled and bearer token missing or wrong",
-            "headers": with_www_authenticate(ids()),
-            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Failure"}}},
-        },
+        "401": with(
+            "10000: authentication enabled and bearer token missing or wrong",
+            "WWW-Authenticate",
+            json!({"schema": {"type": "string", "const": "Bearer"}, "description": "The scheme the server expects."}),
+        ),
         "404": r("7000: no route for that URI"),
-        "405": {
-            "description": "7000: the method is not allowed on this route",
-            "headers": with_allow(ids()),
-            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Failure"}}},
-        },
+        "405": with(
+            "7000: the method is not allowed on this route",
+            "Allow",
+            json!({"schema": {"type": "string"}, "description": "The methods the route answers, e.g. `POST`."}),
+        ),
         "408": r("3007: the request exceeded the server's processing deadline"),
         "413": r("5021: body over the byte limit, or prompt over max_context (measured and allowed numbers in the message)"),
         "422": r("5012: value-level validation failure (counts, id pattern, unknown field, media, number range, header value)"),
@@ -48,16 +56,6 @@ fn error_responses() -> Value {
         "500": r("5012: internal failure; message starts with \"Clef inference failed\""),
         "503": retry("3040: model still loading, or the server is shutting down"),
     })
-}
-
-fn with_www_authenticate(mut headers: Value) -> Value {
-    headers["WWW-Authenticate"] = json!({"schema": {"type": "string", "const": "Bearer"}, "description": "The scheme the server expects."});
-    headers
-}
-
-fn with_allow(mut headers: Value) -> Value {
-    headers["Allow"] = json!({"schema": {"type": "string"}, "description": "The methods the route answers, e.g. `POST`."});
-    headers
 }
 
 fn ids() -> Value {

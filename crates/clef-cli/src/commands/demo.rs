@@ -5,6 +5,7 @@
 
 use super::bench::fmt_bytes;
 use clap::Args;
+use clef_api::confidence::first_argmax;
 use clef_api::{build_response, Answer, AnswerOptions, Limits};
 use clef_engine::{DecideOptions, Engine, EngineConfig};
 use clef_model::memory;
@@ -175,22 +176,10 @@ fn reading(answer: &Answer) -> String {
             ..
         } => {
             // The likeliest level, named by its description.
-            let likeliest =
-                probabilities
-                    .iter()
-                    .enumerate()
-                    .fold(
-                        (0, f64::MIN),
-                        |best, (i, (_, p))| {
-                            if *p > best.1 {
-                                (i, *p)
-                            } else {
-                                best
-                            }
-                        },
-                    );
+            let p: Vec<f64> = probabilities.iter().map(|(_, p)| *p).collect();
+            let level = first_argmax(&p);
             let name = legend
-                .get(likeliest.0)
+                .get(level)
                 .map_or_else(String::new, |(_, d)| match d {
                     clef_api::Json::String(s) => format!(" ({s:?})"),
                     other => format!(" ({})", other.to_json_string()),
@@ -198,8 +187,8 @@ fn reading(answer: &Answer) -> String {
             format!(
                 "expected level {score:.2} of 0..{}; likeliest level {}{name} with probability {:.2}",
                 legend.len().saturating_sub(1),
-                likeliest.0,
-                likeliest.1
+                level,
+                p.get(level).copied().unwrap_or(0.0)
             )
         }
     }
