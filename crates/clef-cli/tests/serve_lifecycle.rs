@@ -203,6 +203,38 @@ fn a_client_that_never_finishes_its_headers_is_disconnected() {
 }
 
 #[test]
+fn silent_and_http2_sockets_are_closed_by_the_header_timer() {
+    // The three openings hyper's protocol-sniffing connection left open forever: nothing at
+    // all, one byte that could still become either protocol, and an HTTP/2 prior-knowledge
+    // preface (which it answered with HTTP/2).
+    let server = Server::start(&["--max-connections", "3", "--header-timeout", "0.5"]);
+    let openings: [&[u8]; 3] = [b"", b"P", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"];
+    let mut sockets: Vec<_> = openings
+        .iter()
+        .map(|bytes| {
+            let mut s = std::net::TcpStream::connect(server.addr).unwrap();
+            s.write_all(bytes).unwrap();
+            s
+        })
+        .collect();
+    let t0 = Instant::now();
+    for (socket, opening) in sockets.iter_mut().zip(openings) {
+        let got = read_until_closed(socket);
+        // Never an HTTP/2 frame (a SETTINGS frame starts with a length, then type 0x04).
+        assert!(
+            got.is_empty() || got.starts_with(b"HTTP/1.1 "),
+            "{:?} got {:?}",
+            String::from_utf8_lossy(opening),
+            String::from_utf8_lossy(&got)
+        );
+    }
+    assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
+    // All three slots are free again.
+    let r = server.post(SYSTEMONE, golden("a11_numeric_ids").request_text.as_bytes());
+    assert_eq!(r.status, 200, "{}", r.text());
+}
+
+#[test]
 fn a_body_that_trickles_past_the_deadline_is_408_3007() {
     let server = Server::start(&["--deadline", "0.5"]);
     let mut slow = std::net::TcpStream::connect(server.addr).unwrap();

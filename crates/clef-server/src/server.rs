@@ -4,8 +4,8 @@ use crate::config::{ConfigError, ServerConfig};
 use crate::loaded::LoadedModel;
 use crate::routes::router;
 use crate::state::AppState;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto::Builder;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use std::future::Future;
@@ -93,11 +93,12 @@ impl Server {
         };
         let config = &self.state.config;
         let slots = Arc::new(Semaphore::new(config.max_connections));
-        // HTTP/1.1 only: every connection then runs under the header timer below (an h2c
-        // connection would need its own keep-alive policing, and no client here needs it).
-        let mut builder = Builder::new(TokioExecutor::new()).http1_only();
+        // HTTP/1.1 only, and with hyper's HTTP/1 connection itself rather than the "auto" one:
+        // that one sniffs for an HTTP/2 preface before any HTTP/1 timer runs (so a silent socket
+        // was never closed) and answers h2c whatever it is told. Every connection now runs under
+        // the header timer from its first byte (or its lack of one).
+        let mut builder = http1::Builder::new();
         builder
-            .http1()
             .timer(TokioTimer::new())
             .header_read_timeout(config.header_timeout);
         let app = router(self.state.clone());
@@ -126,9 +127,7 @@ impl Server {
             // Answers are one small write each; do not let Nagle hold them back.
             let _ = tcp.set_nodelay(true);
             let service = TowerToHyperService::new(app.clone());
-            let connection = builder
-                .serve_connection_with_upgrades(TokioIo::new(tcp), service)
-                .into_owned();
+            let connection = builder.serve_connection(TokioIo::new(tcp), service);
             let connection = graceful.watch(connection);
             tokio::spawn(async move {
                 if let Err(e) = connection.await {
