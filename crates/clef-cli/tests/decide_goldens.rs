@@ -1,12 +1,15 @@
 //! `clef decide --raw` on every golden record, as a user would run it: the binary, the
 //! fixture file as input, the reference's probabilities within 1e-4 and its response.
 
-use serde_json::Value;
+mod serve_common;
+
+use clef_api::{parse_json, Json};
+use serve_common::{golden_of, same_json};
 use std::path::PathBuf;
 use std::process::Command;
 
 fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
+    serve_common::fixtures()
 }
 
 fn decide(model: &str, file: &std::path::Path, extra: &[&str]) -> std::process::Output {
@@ -20,13 +23,10 @@ fn decide(model: &str, file: &std::path::Path, extra: &[&str]) -> std::process::
 }
 
 fn check(model: &str) {
-    let mut paths: Vec<_> = std::fs::read_dir(fixtures().join("golden").join(model))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json") && !p.ends_with("manifest.json"))
-        .collect();
-    paths.sort();
-    for path in paths {
+    // Golden suites run once per instruction set (.ci/run): fail unless CLEF_ISA took effect (the
+    // binary it spawns inherits the variable and decides the same way).
+    clef_testkit::isa::under_test();
+    for path in clef_testkit::fixtures::golden_files(model) {
         let out = decide(model, &path, &[]);
         assert!(
             out.status.success(),
@@ -34,36 +34,57 @@ fn check(model: &str) {
             path.display(),
             String::from_utf8_lossy(&out.stderr)
         );
-        let raw: Value = serde_json::from_slice(&out.stdout).unwrap();
-        let golden: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        assert_eq!(raw["input_ids"], golden["input_ids"], "{}", path.display());
-        for (qi, qid) in golden["question_ids"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .enumerate()
-        {
-            let q = &raw["questions"][qid.as_str().unwrap()];
-            assert_eq!(q["options"], golden["option_ids"][qi]);
-            let ours = q["probabilities"].as_array().unwrap();
-            let want = golden["probabilities"][qi].as_array().unwrap();
-            for (a, b) in ours.iter().zip(want) {
-                let d = (a.as_f64().unwrap() - b.as_f64().unwrap()).abs();
-                assert!(d <= 1e-4, "{} {qid}: |dp| {d}", path.display());
+        let raw = parse_json(&out.stdout).expect("raw output is JSON");
+        let raw = raw.as_object().expect("raw output is an object");
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let g = golden_of(model, &name);
+        let golden = parse_json(&std::fs::read(&path).unwrap()).unwrap();
+        let want_ids = golden.as_object().and_then(|o| o.get("input_ids"));
+        assert!(want_ids.is_some(), "{name}: golden input ids");
+        assert_eq!(raw.get("input_ids"), want_ids, "{name}: input ids");
+        // Every question the reference answered, and no other, with the reference's unrounded
+        // probabilities within 1e-4 (the engine's tolerance).
+        let questions = raw
+            .get("questions")
+            .and_then(Json::as_object)
+            .expect("questions");
+        assert_eq!(
+            questions.keys().collect::<Vec<_>>(),
+            g.probabilities
+                .iter()
+                .map(|(q, _)| q.as_str())
+                .collect::<Vec<_>>(),
+            "{name}: questions"
+        );
+        for (qid, want) in &g.probabilities {
+            let q = questions.get(qid).and_then(Json::as_object).unwrap();
+            let options: Vec<&str> = q
+                .get("options")
+                .and_then(Json::as_array)
+                .expect("options")
+                .iter()
+                .map(|o| o.as_str().expect("option id"))
+                .collect();
+            let ours = q
+                .get("probabilities")
+                .and_then(Json::as_array)
+                .expect("probabilities");
+            assert_eq!(
+                options,
+                want.iter().map(|(o, _)| o.as_str()).collect::<Vec<_>>(),
+                "{name} {qid}: options"
+            );
+            assert_eq!(ours.len(), want.len(), "{name} {qid}: probabilities");
+            for (a, (option, b)) in ours.iter().zip(want) {
+                let d = (a.as_number().expect("number").as_f64() - b).abs();
+                assert!(d <= 1e-4, "{name} {qid}.{option}: |dp| {d}");
             }
         }
-        // Keys, types and choices exactly; numbers within 2e-4 of the reference's rounding.
-        let (r, g) = (&raw["response"], &golden["response"]);
-        assert_eq!(r["usage"], g["usage"]);
-        for (qid, ga) in g["answers"].as_object().unwrap() {
-            let ra = &r["answers"][qid];
-            assert_eq!(
-                ra.as_object().unwrap().keys().collect::<Vec<_>>(),
-                ga.as_object().unwrap().keys().collect::<Vec<_>>()
-            );
-            assert_eq!(ra["choice"], ga["choice"], "{}", path.display());
-            assert_eq!(ra["legend"], ga["legend"]);
-        }
+        // The response: keys, types, choices and legends exactly, every answer and no other;
+        // every number within 2e-4 of the reference's (both are rounded to 4 decimals from
+        // values within 1e-4 of each other, so each rounding adds up to 5e-5).
+        let response = raw.get("response").expect("response");
+        same_json(response, &g.response, 2e-4, &name).unwrap();
     }
 }
 

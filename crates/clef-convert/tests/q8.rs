@@ -4,10 +4,10 @@
 //! the runtime's format seam, fidelity on the golden requests against the release in the same
 //! run, and damaged bundles refused with errors that name the tensor.
 
-use clef_api::Json;
+mod common;
+
 use clef_convert::q8::{convert_q8, is_quantized, FORMAT};
-use clef_encode::Truncation;
-use clef_engine::{DecideOptions, Engine, EngineConfig};
+use clef_engine::{Engine, EngineConfig};
 use clef_formats::{q8, BundleFormat};
 use clef_kernels::formats::q8::Q8View;
 use clef_model::bundle::Manifest;
@@ -16,16 +16,9 @@ use clef_model::checkpoint::{safetensors_file, TensorSet};
 use clef_model::linear::{Linear, LinearWeight};
 use clef_model::tensor::{Dtype, Tensor};
 use clef_model::{MatmulMode, Model};
+use common::{compare, decide, golden_requests, model_dir, Fidelity};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-
-fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
-}
-
-fn model_dir(name: &str) -> PathBuf {
-    fixtures().join("models").join(name)
-}
 
 fn tensors(path: &Path) -> Vec<Tensor> {
     safetensors_file::open(path).unwrap().tensors
@@ -183,33 +176,6 @@ fn tiny_a_converts_verifies_loads_and_stays_within_half_a_scale() {
         .is_empty());
 }
 
-/// Every golden request of `model` (text, images, video for tiny-a) as the engine's
-/// (request body, options): the request exactly as written (question order matters), the
-/// fixture's truncation.
-fn golden_requests(model: &str) -> Vec<(String, String, Option<usize>)> {
-    let mut paths: Vec<_> = std::fs::read_dir(fixtures().join("golden").join(model))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json") && !p.ends_with("manifest.json"))
-        .collect();
-    paths.sort();
-    assert!(!paths.is_empty());
-    paths
-        .iter()
-        .map(|path| {
-            let text = std::fs::read_to_string(path).unwrap();
-            let golden: serde_json::Value = serde_json::from_str(&text).unwrap();
-            let raw = clef_api::parse_json(text.as_bytes()).unwrap();
-            let Json::Object(obj) = &raw else { panic!() };
-            (
-                golden["name"].as_str().unwrap_or_default().to_string(),
-                obj.get("request").unwrap().to_json_string(),
-                golden["max_length"].as_u64().map(|v| v as usize),
-            )
-        })
-        .collect()
-}
-
 /// An engine on `dir` with the reference limits and the f32 products of the stored weights:
 /// the format's own arithmetic, which these tests measure (the engine's default for integer
 /// weights is the int8 product, which `crates/clef-cli/tests/int8_cli.rs` measures).
@@ -224,52 +190,6 @@ fn engine(dir: &Path) -> Engine {
     e
 }
 
-/// (logits, probabilities) per question of one golden request.
-fn decide(
-    e: &Engine,
-    name: &str,
-    body: &str,
-    max_length: Option<usize>,
-) -> (Vec<Vec<f32>>, Vec<Vec<f32>>) {
-    let req = e.parse(body.as_bytes()).unwrap();
-    let opts = DecideOptions {
-        truncation: Truncation::State,
-        max_length,
-        ..Default::default()
-    };
-    let d = e
-        .decide(&req, &opts)
-        .unwrap_or_else(|err| panic!("{name}: {err}"));
-    (d.logits, d.probabilities)
-}
-
-fn top(p: &[f32]) -> usize {
-    (0..p.len()).max_by(|&x, &y| p[x].total_cmp(&p[y])).unwrap()
-}
-
-/// The golden requests through `a` and `b`: (questions whose top answer differs, max |dp|).
-fn compare(model: &str, a: &Engine, b: &Engine) -> (Vec<String>, f64, usize) {
-    let (mut flipped, mut worst, mut questions) = (Vec::new(), 0.0f64, 0);
-    for (name, body, max_length) in golden_requests(model) {
-        let (_, pa) = decide(a, &name, &body, max_length);
-        let (_, pb) = decide(b, &name, &body, max_length);
-        assert_eq!(pa.len(), pb.len());
-        for (i, (x, y)) in pa.iter().zip(&pb).enumerate() {
-            if top(x) != top(y) {
-                flipped.push(format!("{name} question {i}: {x:?} vs {y:?}"));
-            }
-            let dp = x
-                .iter()
-                .zip(y)
-                .map(|(p, q)| f64::from((p - q).abs()))
-                .fold(0.0, f64::max);
-            worst = worst.max(dp);
-            questions += 1;
-        }
-    }
-    (flipped, worst, questions)
-}
-
 /// nano (trained): the q8 bundle answers every golden request as the release does, within
 /// 0.005 of its probabilities, both computed here.
 #[test]
@@ -279,7 +199,11 @@ fn nano_golden_requests_agree_with_the_release() {
     convert_q8(&model_dir("nano"), &bundle, false, None, false).unwrap();
     let (q, r) = (engine(&bundle), engine(&model_dir("nano")));
     assert_eq!(q.model.format, Some(BundleFormat::Q8));
-    let (flipped, worst, questions) = compare("nano", &q, &r);
+    let Fidelity {
+        flipped,
+        worst_dp: worst,
+        questions,
+    } = compare("nano", &q, &r);
     eprintln!(
         "nano: q8 vs release, {questions} questions: {} flipped, max |dp| {worst:.2e}",
         flipped.len()
@@ -374,7 +298,11 @@ fn tiny_a_bundle_computes_exactly_its_dequantized_weights() {
         assert_eq!(bits(&lq), bits(&ld), "{name}: logits");
         assert_eq!(bits(&pq), bits(&pd), "{name}: probabilities");
     }
-    let (flipped, worst, questions) = compare("tiny-a", &q, &engine(&release));
+    let Fidelity {
+        flipped,
+        worst_dp: worst,
+        questions,
+    } = compare("tiny-a", &q, &engine(&release));
     eprintln!(
         "tiny-a: q8 vs release, {questions} questions: {} flipped, max |dp| {worst:.3}",
         flipped.len()

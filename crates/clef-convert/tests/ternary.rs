@@ -1,6 +1,9 @@
 //! clef-ternary-v1 end to end on the tiny-a fixture: calibration records generated here,
 //! GPTQ and CLoQ conversion, loading through the runtime's format seams, answering requests,
-//! the MLX export decoded back bit for bit, and the size model through the converter's plan.
+//! the MLX export decoded back bit for bit, and the size model through the converter's plan;
+//! on the trained nano model, how close the bundle's answers are to the release's.
+
+mod common;
 
 use clef_convert::ternary::mlx::{export_mlx, mlx_dequantize, RawFile};
 use clef_convert::ternary::{convert_ternary, TernaryOptions, FORMAT};
@@ -109,7 +112,9 @@ fn tiny_a_converts_loads_answers_and_exports_to_mlx() {
     ));
     drop(model);
 
-    // it answers, with proper distributions, close to the BF16 model on its own calibration text
+    // it answers with proper distributions, one per question of the BF16 model's (how close
+    // the answers are is asserted on the trained nano model below: tiny-a's random weights
+    // are chaotic under any weight error)
     let engine = Engine::load(&dest, EngineConfig::default()).unwrap();
     let reference = Engine::load(&fixture("tiny-a"), EngineConfig::default()).unwrap();
     let text = std::fs::read_to_string(&calib).unwrap();
@@ -513,4 +518,38 @@ fn runtime_seams_recognise_and_check_the_tensors() {
     assert_eq!(&row[..2], &[1.0, 1.5]);
     assert!(table.row_to_f32(4, &mut row).is_err());
     assert!(table.row_to_f32(0, &mut row[..10]).is_err());
+}
+
+/// nano (trained), GPTQ + CLoQ on its 128 calibration records: on the 10 golden requests, every
+/// most likely answer is the release's and no probability moves by more than 0.015, both models
+/// run here with f32 products of their stored weights. Measured: 10 of 10, max |dp| 0.0082 on
+/// AVX2 when this was written, 0.010 in docs/formats.md (clef-ternary-v1: fidelity); the bound
+/// leaves room for the floating-point order of other ISAs (for scale: the quick mode, RTN with
+/// SVD adapters, moves nano's answers by up to 0.030 on nano_eval).
+#[test]
+fn nano_ternary_answers_as_the_release_does() {
+    let root = tempfile::tempdir().unwrap();
+    let dest = root.path().join("nano-ternary");
+    let mut opts = TernaryOptions::new(&fixture("nano"), &dest);
+    opts.calib = Some(common::fixtures().join("records/nano_calib.jsonl"));
+    let report = convert_ternary(&opts).unwrap();
+    assert_eq!(report.calib_records, 128);
+    let exact = |dir: &Path| {
+        let mut cfg = EngineConfig {
+            limits: clef_api::Limits::reference(),
+            ..Default::default()
+        };
+        cfg.run.matmul = Some(clef_model::MatmulMode::Exact);
+        Engine::load(dir, cfg).unwrap()
+    };
+    let f = common::compare("nano", &exact(&dest), &exact(&fixture("nano")));
+    eprintln!(
+        "nano: ternary vs release, {} questions: {} flipped, max |dp| {:.4}",
+        f.questions,
+        f.flipped.len(),
+        f.worst_dp
+    );
+    assert!(f.questions >= 10, "{f:?}");
+    assert!(f.flipped.is_empty(), "{:#?}", f.flipped);
+    assert!(f.worst_dp <= 0.015, "max |dp| {}", f.worst_dp);
 }

@@ -13,6 +13,8 @@ fn fixtures() -> PathBuf {
 }
 
 fn engine(model: &str) -> Engine {
+    // Golden suites run once per instruction set (.ci/run): fail unless CLEF_ISA took effect.
+    clef_testkit::isa::under_test();
     let cfg = EngineConfig {
         limits: Limits::reference(),
         ..Default::default()
@@ -107,8 +109,12 @@ fn check(model: &str) {
                     .collect()
             })
             .collect();
-        let dp = d
-            .probabilities_f64()
+        let ours = d.probabilities_f64();
+        assert_eq!(ours.len(), want.len(), "{name}: questions");
+        for (i, (a, b)) in ours.iter().zip(&want).enumerate() {
+            assert_eq!(a.len(), b.len(), "{name}: options of question {i}");
+        }
+        let dp = ours
             .iter()
             .zip(&want)
             .flat_map(|(a, b)| a.iter().zip(b).map(|(x, y)| (x - y).abs()))

@@ -12,6 +12,8 @@ fn fixtures() -> PathBuf {
 }
 
 fn engine() -> Engine {
+    // Golden suites run once per instruction set (.ci/run): fail unless CLEF_ISA took effect.
+    clef_testkit::isa::under_test();
     Engine::load(
         &fixtures().join("models/tiny-a"),
         EngineConfig {
@@ -45,10 +47,11 @@ fn decide(e: &Engine, body: &str) -> Result<clef_engine::Decision, ApiError> {
 
 /// A 3-second 64×64 clip at 10 fps whose brightness changes every frame.
 fn make_video(dir: &std::path::Path, ext: &str, codec: &[&str]) -> Option<Vec<u8>> {
-    if Command::new("ffmpeg").arg("-version").output().is_err() {
-        eprintln!("note: ffmpeg not installed; video-file test skipped (CI installs it)");
-        return None;
-    }
+    // The engine runs ffprobe and ffmpeg on the file; under CI their absence fails the test.
+    clef_testkit::tools::require(
+        "mp4_and_webm_files_are_sampled_and_answered",
+        &["ffmpeg", "ffprobe"],
+    )?;
     let out = dir.join(format!("clip.{ext}"));
     let status = Command::new("ffmpeg")
         .args([

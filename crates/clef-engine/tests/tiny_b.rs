@@ -16,6 +16,8 @@ fn fixtures() -> PathBuf {
 }
 
 fn check(name: &str, request_file: PathBuf) {
+    // Golden suites run once per instruction set (.ci/run): fail unless CLEF_ISA took effect.
+    clef_testkit::isa::under_test();
     let engine = Engine::load(
         &fixtures().join("models/tiny-b"),
         EngineConfig {

@@ -1,7 +1,8 @@
 //! Video files through ffprobe/ffmpeg: real MP4 (H.264 with B-frames) and WebM (VP9) files are
 //! made here from synthetic frames whose colour encodes their index, so both the chosen
 //! presentation times and the decoded content of every chosen frame can be checked.
-//! Tests that need ffmpeg print a note and pass when it is absent (CI installs it).
+//! Tests that need ffmpeg and ffprobe fail under CI when either is absent and are recorded as
+//! skipped outside it (`clef_testkit::tools`); `.ci/run` installs both.
 
 use std::io::Write;
 use std::path::Path;
@@ -13,21 +14,9 @@ use clef_media::{
     ProcessorConfig, VideoTools,
 };
 
-fn have_ffmpeg() -> bool {
-    let ok = |p: &str| {
-        Command::new(p)
-            .arg("-version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok()
-    };
-    if ok("ffmpeg") && ok("ffprobe") {
-        true
-    } else {
-        eprintln!("NOTE: ffmpeg/ffprobe not installed; skipping this video-file test");
-        false
-    }
+/// Whether `test` can run: both programs on `PATH`. Under CI their absence fails the test.
+fn have_ffmpeg(test: &str) -> bool {
+    clef_testkit::tools::require(test, &["ffmpeg", "ffprobe"]).is_some()
 }
 
 /// Level of channel 0 in frame `i` (distinct, far apart, away from clipping).
@@ -36,7 +25,7 @@ fn level(i: usize) -> u8 {
 }
 
 /// Encodes `frames` solid frames (`w × h`) at `fps` with the given encoder arguments; `None`
-/// (with a note) when this ffmpeg lacks the encoder.
+/// (a recorded skip, or a failure under CI) when this ffmpeg lacks the encoder.
 fn make_video(
     dir: &Path,
     name: &str,
@@ -76,9 +65,12 @@ fn make_video(
     }
     let output = child.wait_with_output().unwrap();
     if !output.status.success() {
-        eprintln!(
-            "NOTE: cannot encode {name} here ({}); skipping",
-            String::from_utf8_lossy(&output.stderr).trim()
+        clef_testkit::tools::cannot_run(
+            &format!("encoding {name}"),
+            &format!(
+                "this ffmpeg cannot encode it ({})",
+                String::from_utf8_lossy(&output.stderr).trim()
+            ),
         );
         return None;
     }
@@ -116,7 +108,7 @@ fn close(a: &[f64], b: &[f64]) -> bool {
 
 #[test]
 fn mp4_h264_sampled_two_per_second_by_pts() {
-    if !have_ffmpeg() {
+    if !have_ffmpeg("mp4_h264_sampled_two_per_second_by_pts") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -166,7 +158,7 @@ fn mp4_h264_sampled_two_per_second_by_pts() {
 
 #[test]
 fn webm_vp9_odd_frame_count_repeats_the_last() {
-    if !have_ffmpeg() {
+    if !have_ffmpeg("webm_vp9_odd_frame_count_repeats_the_last") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -198,7 +190,7 @@ fn webm_vp9_odd_frame_count_repeats_the_last() {
 
 #[test]
 fn long_video_spreads_64_frames_over_its_duration() {
-    if !have_ffmpeg() {
+    if !have_ffmpeg("long_video_spreads_64_frames_over_its_duration") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -238,7 +230,7 @@ fn long_video_spreads_64_frames_over_its_duration() {
 
 #[test]
 fn frames_are_capped_at_65536_pixels() {
-    if !have_ffmpeg() {
+    if !have_ffmpeg("frames_are_capped_at_65536_pixels") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -271,7 +263,7 @@ fn frames_are_capped_at_65536_pixels() {
 
 #[test]
 fn display_rotation_is_applied_like_ffmpeg_autorotate() {
-    if !have_ffmpeg() {
+    if !have_ffmpeg("display_rotation_is_applied_like_ffmpeg_autorotate") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -339,7 +331,10 @@ fn display_rotation_is_applied_like_ffmpeg_autorotate() {
         .output()
         .unwrap();
     if String::from_utf8_lossy(&probe.stdout).trim().is_empty() {
-        eprintln!("NOTE: could not tag a rotation with this ffmpeg; skipping");
+        clef_testkit::tools::cannot_run(
+            "display_rotation_is_applied_like_ffmpeg_autorotate",
+            "this ffmpeg could not tag a display rotation",
+        );
         return;
     }
     let bytes = std::fs::read(&src).unwrap();
@@ -391,7 +386,7 @@ fn display_rotation_is_applied_like_ffmpeg_autorotate() {
 
 #[test]
 fn bad_video_files_get_typed_errors() {
-    if !have_ffmpeg() {
+    if !have_ffmpeg("bad_video_files_get_typed_errors") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -468,6 +463,7 @@ fn bad_video_files_get_typed_errors() {
     ));
 
     // Unsupported codec (Motion JPEG in a QuickTime file).
+    // (Every ffmpeg build has the mjpeg and aac encoders; a missing one fails under CI.)
     if let Some(mov) = make_video(dir.path(), "m.mov", 64, 48, 10, 5, &["-c:v", "mjpeg"]) {
         let err = prepare_video_file("video/quicktime", &mov, &cfg, &limits).unwrap_err();
         assert!(matches!(err, MediaError::UnsupportedCodec(_)), "{err}");
@@ -495,6 +491,11 @@ fn bad_video_files_get_typed_errors() {
         let err = prepare_video_file("video/mp4", &std::fs::read(&audio).unwrap(), &cfg, &limits)
             .unwrap_err();
         assert!(matches!(err, MediaError::UnsupportedCodec(_)), "{err}");
+    } else {
+        clef_testkit::tools::cannot_run(
+            "bad_video_files_get_typed_errors",
+            "this ffmpeg could not make an audio-only MP4 (aac)",
+        );
     }
 
     // Deadline: the child is killed and the request gets 408/3007.
@@ -510,7 +511,6 @@ fn bad_video_files_get_typed_errors() {
 #[test]
 fn missing_programs_are_named_in_a_500() {
     // Needs no ffmpeg: the programs are deliberately absent.
-    let mp4 = [&[0, 0, 0, 0x18][..], b"ftypisom", &[0u8; 64]].concat();
     for tools in [
         VideoTools {
             ffprobe: "clef-no-such-ffprobe".into(),
@@ -521,17 +521,41 @@ fn missing_programs_are_named_in_a_500() {
             ffprobe: "clef-no-such-ffmpeg".into(),
         },
     ] {
-        let err = prepare_video_file_with(
-            &tools,
-            "video/mp4",
-            &mp4,
-            &ProcessorConfig::default(),
-            &MediaLimits::default(),
-        )
-        .unwrap_err();
-        assert!(matches!(err, MediaError::ToolMissing { .. }), "{err}");
-        assert_eq!((err.status(), err.code()), (500, 5012));
-        assert!(err.to_string().contains("clef-no-such-"), "{err}");
-        assert!(matches!(tools.check(), Err(MediaError::ToolMissing { .. })));
+        refused_as_missing(&tools, "clef-no-such-");
     }
+}
+
+/// `tools` refuse a video with the 500 that names the missing program (`missing`), both in
+/// `check` and when asked to read a file.
+fn refused_as_missing(tools: &VideoTools, missing: &str) {
+    let mp4 = [&[0, 0, 0, 0x18][..], b"ftypisom", &[0u8; 64]].concat();
+    let err = prepare_video_file_with(
+        tools,
+        "video/mp4",
+        &mp4,
+        &ProcessorConfig::default(),
+        &MediaLimits::default(),
+    )
+    .unwrap_err();
+    assert!(matches!(err, MediaError::ToolMissing { .. }), "{err}");
+    assert_eq!((err.status(), err.code()), (500, 5012));
+    assert!(err.to_string().contains(missing), "{err}");
+    let err = tools.check().unwrap_err();
+    assert!(matches!(err, MediaError::ToolMissing { .. }), "{err}");
+    assert!(err.to_string().contains(missing), "{err}");
+}
+
+#[test]
+fn a_missing_ffmpeg_is_named_when_ffprobe_is_there() {
+    // The order the programs run in (ffprobe reads the file first) must not hide the absence
+    // of the second one: ffprobe is real here, ffmpeg is not.
+    let test = "a_missing_ffmpeg_is_named_when_ffprobe_is_there";
+    let Some(found) = clef_testkit::tools::require(test, &["ffprobe"]) else {
+        return;
+    };
+    let tools = VideoTools {
+        ffmpeg: "clef-no-such-ffmpeg".into(),
+        ffprobe: found[0].clone().into_os_string(),
+    };
+    refused_as_missing(&tools, "clef-no-such-ffmpeg");
 }

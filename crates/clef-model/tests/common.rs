@@ -44,6 +44,8 @@ fn span(v: &Value) -> std::ops::Range<usize> {
 }
 
 pub fn load_golden(path: &std::path::Path) -> Golden {
+    // Golden suites run once per instruction set (.ci/run): fail unless CLEF_ISA took effect.
+    clef_testkit::isa::under_test();
     let json: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let ids: Vec<u32> = json["input_ids"]
         .as_array()
@@ -101,14 +103,10 @@ pub fn load_golden(path: &std::path::Path) -> Golden {
 }
 
 pub fn goldens(model: &str) -> Vec<Golden> {
-    let dir = fixtures().join("golden").join(model);
-    let mut paths: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json") && !p.ends_with("manifest.json"))
-        .collect();
-    paths.sort();
-    paths.iter().map(|p| load_golden(p)).collect()
+    clef_testkit::fixtures::golden_files(model)
+        .iter()
+        .map(|p| load_golden(p))
+        .collect()
 }
 
 pub fn text_positions(len: usize) -> Positions {
@@ -123,6 +121,7 @@ pub fn softmax(logits: &[f32]) -> Vec<f64> {
 }
 
 pub fn max_abs_dp(a: &[Vec<f64>], b: &[Vec<f64>]) -> f64 {
+    assert_eq!(a.len(), b.len(), "questions");
     a.iter()
         .zip(b)
         .flat_map(|(x, y)| {

@@ -53,6 +53,7 @@ fn tower_and_placement_match_a24() {
             1024,
         )
         .unwrap();
+    assert_eq!(out[0].len(), expected.len(), "vision output length");
     let worst = out[0]
         .iter()
         .zip(&expected)
@@ -123,6 +124,7 @@ fn slab_packing_does_not_change_outputs() {
     let packed = tower.forward(&items, 1024).unwrap();
     for (i, it) in items.iter().enumerate() {
         let alone = tower.forward(std::slice::from_ref(it), 48).unwrap();
+        assert_eq!(packed[i].len(), alone[0].len(), "item {i}: output length");
         let d = packed[i]
             .iter()
             .zip(&alone[0])

@@ -79,6 +79,10 @@ pub fn serve_blocking(launch: Launch) -> Result<(), LaunchError> {
                             revision = %model.revision.header_value(),
                             format = %model.format,
                             vision = model.engine.supports_vision(),
+                            // What the kernels run on (CLEF_ISA lowers it): a figure or a bug
+                            // report means little without it.
+                            isa = clef_kernels::Isa::detect().name(),
+                            int8_isa = clef_kernels::int8::Int8Isa::detect().name(),
                             seconds = t0.elapsed().as_secs_f64(),
                             "model loaded; ready"
                         );

@@ -35,17 +35,7 @@ pub fn s(p: &Path) -> &str {
 /// `golden/`), each request exactly as written (question order matters).
 pub fn golden_records(model: &str, dir: &Path) -> PathBuf {
     let mut lines = Vec::new();
-    let mut paths: Vec<_> = std::fs::read_dir(fixtures().join("golden").join(model))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy() != "manifest.json")
-                && p.extension().is_some_and(|e| e == "json")
-        })
-        .collect();
-    paths.sort();
-    for p in paths {
+    for p in clef_testkit::fixtures::golden_files(model) {
         let raw = std::fs::read_to_string(&p).unwrap();
         let g: serde_json::Value = serde_json::from_str(&raw).unwrap();
         let start = raw.find("\"request\":").unwrap() + "\"request\":".len();

@@ -69,9 +69,10 @@ impl Server {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(log_file);
-        // The developer's own settings must not leak into the tests.
+        // The developer's own settings must not leak into the tests; `CLEF_ISA` is kept, as the
+        // golden suites run once per instruction set (.ci/run) and the server must too.
         for (key, _) in std::env::vars() {
-            if key.starts_with("CLEF_") || key == "RUST_LOG" {
+            if (key.starts_with("CLEF_") && key != "CLEF_ISA") || key == "RUST_LOG" {
                 cmd.env_remove(key);
             }
         }
@@ -171,6 +172,30 @@ impl Server {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// The instruction set the server's kernels run on, from its "model loaded; ready" line.
+    pub fn kernels_isa(&self) -> Option<String> {
+        self.log_text().lines().find_map(|line| {
+            let json = parse_json(line.as_bytes()).ok()?;
+            let line = json.as_object()?;
+            if line.get("message")?.as_str()? != "model loaded; ready" {
+                return None;
+            }
+            Some(line.get("isa")?.as_str()?.to_string())
+        })
+    }
+
+    /// Fails unless the server runs on the level `CLEF_ISA` asks for (when it is set), the check
+    /// [`clef_testkit::isa::under_test`] makes in the test process itself.
+    pub fn assert_isa_under_test(&self) {
+        let ours = clef_testkit::isa::under_test();
+        assert_eq!(
+            self.kernels_isa().as_deref(),
+            Some(ours.name()),
+            "the server's kernels; log:\n{}",
+            self.log_text()
+        );
+    }
+
     /// Resident set size of the server process, from /proc.
     pub fn rss_bytes(&self) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
@@ -226,7 +251,18 @@ pub struct Metrics(pub String);
 
 impl Metrics {
     /// The value of the sample whose name-and-labels part equals `series`, 0 when absent.
+    /// The value of one series (`name` or `name{labels}`). A series of a declared metric that
+    /// has not been written yet reads 0 (Prometheus counters with labels appear at their first
+    /// increment); a metric the exposition does not declare at all (renamed, removed) fails,
+    /// so that `== 0.0` can never pass on a name that no longer exists.
     pub fn value(&self, series: &str) -> f64 {
+        let family = series.split('{').next().unwrap_or(series);
+        let declared = self.0.lines().any(|l| {
+            l.strip_prefix("# TYPE ")
+                .and_then(|rest| rest.split_whitespace().next())
+                .is_some_and(|name| name == family)
+        });
+        assert!(declared, "metric {family} is not exposed:\n{}", self.0);
         self.0
             .lines()
             .filter(|l| !l.starts_with('#'))
@@ -446,11 +482,18 @@ pub struct Golden {
     pub response: Json,
     pub max_length: usize,
     pub input_ids: usize,
+    /// The reference's unrounded probabilities: per question id, per option id.
+    pub probabilities: Vec<(String, Vec<(String, f64)>)>,
 }
 
 pub fn golden(name: &str) -> Golden {
+    golden_of("tiny-a", name)
+}
+
+pub fn golden_of(model: &str, name: &str) -> Golden {
     let path = fixtures()
-        .join("golden/tiny-a")
+        .join("golden")
+        .join(model)
         .join(format!("{name}.json"));
     let text = std::fs::read(&path).expect("golden file");
     let json = parse_json(&text).expect("golden JSON");
@@ -472,6 +515,123 @@ pub fn golden(name: &str) -> Golden {
             .get("input_ids")
             .and_then(|v| v.as_array())
             .map_or(0, |a| a.len()),
+        probabilities: unrounded_probabilities(obj),
+    }
+}
+
+/// `question_ids`, `option_ids` and `probabilities` of a golden file, zipped after checking
+/// that their lengths agree.
+fn unrounded_probabilities(obj: &clef_api::JsonObject) -> Vec<(String, Vec<(String, f64)>)> {
+    let list = |k: &str| obj.get(k).and_then(Json::as_array).expect(k).to_vec();
+    let (qids, options, probs) = (
+        list("question_ids"),
+        list("option_ids"),
+        list("probabilities"),
+    );
+    assert_eq!(qids.len(), options.len(), "question_ids vs option_ids");
+    assert_eq!(qids.len(), probs.len(), "question_ids vs probabilities");
+    qids.iter()
+        .zip(options.iter().zip(&probs))
+        .map(|(q, (o, p))| {
+            let (o, p) = (o.as_array().expect("options"), p.as_array().expect("probs"));
+            assert_eq!(o.len(), p.len(), "options vs probabilities of {q:?}");
+            let pairs = o
+                .iter()
+                .zip(p)
+                .map(|(o, p)| {
+                    let id = o.as_str().expect("option id").to_string();
+                    (id, p.as_number().expect("probability").as_f64())
+                })
+                .collect();
+            (q.as_str().expect("question id").to_string(), pairs)
+        })
+        .collect()
+}
+
+/// The response the reference would give at full precision, from its unrounded probabilities:
+/// the golden's rounded response with every answer's number recomputed (`noul` is p(true), a
+/// score is the expected level, confidence is p_max: the reference's policy). Each recomputed
+/// number is checked to round to the golden's, so the formulas here are the reference's.
+pub fn unrounded_response(g: &Golden) -> Json {
+    let answers = g
+        .response
+        .as_object()
+        .and_then(|o| o.get("answers"))
+        .and_then(Json::as_object)
+        .unwrap_or_else(|| panic!("{}: no answers", g.name));
+    assert_eq!(answers.len(), g.probabilities.len(), "{}: answers", g.name);
+    let recompute = |path: &[String], rounded: f64| -> Option<f64> {
+        let [first, qid, key, rest @ ..] = path else {
+            return None;
+        };
+        if first != "answers" {
+            return None;
+        }
+        let probs = &g
+            .probabilities
+            .iter()
+            .find(|(q, _)| q == qid)
+            .unwrap_or_else(|| panic!("{}: no probabilities for {qid}", g.name))
+            .1;
+        let p = |id: &str| {
+            probs
+                .iter()
+                .find(|(o, _)| o == id)
+                .unwrap_or_else(|| panic!("{}: {qid} has no option {id}", g.name))
+                .1
+        };
+        let value = match (key.as_str(), rest) {
+            ("noul", []) => p("true"),
+            ("confidence", []) => probs.iter().map(|(_, v)| *v).fold(f64::MIN, f64::max),
+            ("score", []) => probs
+                .iter()
+                .map(|(o, v)| o.parse::<f64>().expect("a score level") * v)
+                .sum(),
+            ("probabilities", [id]) => p(id),
+            _ => panic!("{}: unexpected number at {path:?}", g.name),
+        };
+        assert!(
+            (value - rounded).abs() <= 5e-5 + 1e-6,
+            "{}: {path:?}: {value} does not round to the golden's {rounded}",
+            g.name
+        );
+        Some(value)
+    };
+    map_numbers(&g.response, &mut Vec::new(), &recompute)
+}
+
+/// `json` with each number replaced by `f(path, value)` where that is `Some`.
+fn map_numbers(
+    json: &Json,
+    path: &mut Vec<String>,
+    f: &dyn Fn(&[String], f64) -> Option<f64>,
+) -> Json {
+    match json {
+        Json::Number(n) => f(path, n.as_f64())
+            .map(|v| Json::from_f64(v).expect("finite"))
+            .unwrap_or_else(|| json.clone()),
+        Json::Object(o) => Json::Object(clef_api::JsonObject::from_unique(
+            o.iter()
+                .map(|(k, v)| {
+                    path.push(k.to_string());
+                    let mapped = map_numbers(v, path, f);
+                    path.pop();
+                    (k.to_string(), mapped)
+                })
+                .collect(),
+        )),
+        Json::Array(a) => Json::Array(
+            a.iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    path.push(i.to_string());
+                    let mapped = map_numbers(v, path, f);
+                    path.pop();
+                    mapped
+                })
+                .collect(),
+        ),
+        other => other.clone(),
     }
 }
 
