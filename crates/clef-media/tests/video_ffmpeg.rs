@@ -521,18 +521,18 @@ fn missing_programs_are_named_in_a_500() {
             ffprobe: "clef-no-such-ffmpeg".into(),
         },
     ] {
-        refused_as_missing(&tools, "clef-no-such-");
+        let mp4 = [&[0, 0, 0, 0x18][..], b"ftypisom", &[0u8; 64]].concat();
+        refused_as_missing(&tools, &mp4, "clef-no-such-");
     }
 }
 
-/// `tools` refuse a video with the 500 that names the missing program (`missing`), both in
-/// `check` and when asked to read a file.
-fn refused_as_missing(tools: &VideoTools, missing: &str) {
-    let mp4 = [&[0, 0, 0, 0x18][..], b"ftypisom", &[0u8; 64]].concat();
+/// `tools` refuse `mp4` with the 500 that names the missing program (`missing`), both in
+/// `check` and when asked to read the file.
+fn refused_as_missing(tools: &VideoTools, mp4: &[u8], missing: &str) {
     let err = prepare_video_file_with(
         tools,
         "video/mp4",
-        &mp4,
+        mp4,
         &ProcessorConfig::default(),
         &MediaLimits::default(),
     )
@@ -547,15 +547,74 @@ fn refused_as_missing(tools: &VideoTools, missing: &str) {
 
 #[test]
 fn a_missing_ffmpeg_is_named_when_ffprobe_is_there() {
-    // The order the programs run in (ffprobe reads the file first) must not hide the absence
-    // of the second one: ffprobe is real here, ffmpeg is not.
+    // ffprobe reads the file first and succeeds on a real video; the absence of ffmpeg, which
+    // decodes the frames, must still be what the request is told.
     let test = "a_missing_ffmpeg_is_named_when_ffprobe_is_there";
-    let Some(found) = clef_testkit::tools::require(test, &["ffprobe"]) else {
+    let Some(found) = clef_testkit::tools::require(test, &["ffmpeg", "ffprobe"]) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let Some(mp4) = make_video(
+        dir.path(),
+        "ok.mp4",
+        64,
+        48,
+        10,
+        10,
+        &["-c:v", "libx264", "-pix_fmt", "yuv420p"],
+    ) else {
         return;
     };
     let tools = VideoTools {
         ffmpeg: "clef-no-such-ffmpeg".into(),
-        ffprobe: found[0].clone().into_os_string(),
+        ffprobe: found[1].clone().into_os_string(),
     };
-    refused_as_missing(&tools, "clef-no-such-ffmpeg");
+    refused_as_missing(&tools, &mp4, "clef-no-such-ffmpeg");
+}
+
+#[test]
+fn damaged_mp4_files_are_refused_or_read_never_misread() {
+    // Bytes flipped across the middle of a real H.264 MP4 (what once gave a frame time before
+    // the first packet and a 500 from the encoder): each damaged file is either read, with
+    // every time finite and non-negative, or refused with a 4xx.
+    let test = "damaged_mp4_files_are_refused_or_read_never_misread";
+    if !have_ffmpeg(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(mp4) = make_video(
+        dir.path(),
+        "d.mp4",
+        64,
+        48,
+        10,
+        30,
+        &["-c:v", "libx264", "-pix_fmt", "yuv420p", "-bf", "2"],
+    ) else {
+        return;
+    };
+    let (cfg, limits) = (ProcessorConfig::default(), MediaLimits::default());
+    let (mut read, mut refused) = (0, 0);
+    for k in 1..24 {
+        let mut damaged = mp4.clone();
+        let at = damaged.len() * k / 24;
+        let end = (at + 1 + k % 7).min(damaged.len());
+        for b in &mut damaged[at..end] {
+            *b ^= 0x5A;
+        }
+        match prepare_video_file("video/mp4", &damaged, &cfg, &limits) {
+            Ok(v) => {
+                let times = v.groups.iter().map(|g| g.seconds).chain(v.frame_seconds);
+                for t in times {
+                    assert!(t.is_finite() && t >= 0.0, "flip at {at}: time {t}");
+                }
+                read += 1;
+            }
+            Err(e) => {
+                assert!((400..500).contains(&e.status()), "flip at {at}: {e}");
+                refused += 1;
+            }
+        }
+    }
+    eprintln!("damaged MP4s: {read} read, {refused} refused");
 }

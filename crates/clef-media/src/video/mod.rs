@@ -307,8 +307,39 @@ pub fn prepare_video_file_with(
     };
     let decoded_times = session.extract(&chosen, &info, &mut consume)?;
     let absolute = decoded_times.unwrap_or_else(|| chosen.iter().map(|&i| times[i]).collect());
-    let relative = absolute.iter().map(|t| t - t0).collect();
-    assemble(&frames, relative, vcfg)
+    assemble(&frames, relative_times(&absolute, t0)?, vcfg)
+}
+
+/// How far a decoded frame's time may fall before the first packet's and still count as that
+/// instant: ffprobe prints times to the microsecond, ffmpeg's `showinfo` to six significant
+/// digits (a millisecond at 100 s and more), so a frame can read up to half a millisecond
+/// early. Anything earlier is a damaged file.
+const TIME_ROUNDING_S: f64 = 1e-3;
+
+/// Frame times relative to the stream's first packet `t0`, never negative: a rounding-sized
+/// negative is 0, anything else that is negative or not finite is the file's fault (a 422),
+/// not a layout the encoder would refuse as an internal error.
+fn relative_times(absolute: &[f64], t0: f64) -> Result<Vec<f64>, MediaError> {
+    absolute
+        .iter()
+        .map(|&t| {
+            let r = t - t0;
+            if !r.is_finite() {
+                Err(MediaError::VideoDecode(format!(
+                    "a frame time ({t} s, first packet at {t0} s) is not a number"
+                )))
+            } else if r >= 0.0 {
+                Ok(r)
+            } else if r >= -TIME_ROUNDING_S {
+                Ok(0.0)
+            } else {
+                Err(MediaError::VideoDecode(format!(
+                    "a frame at {t} s precedes the stream's first packet at {t0} s \
+                     (the file is damaged)"
+                )))
+            }
+        })
+        .collect()
 }
 
 /// Clockwise quarter turns that display the stored frames upright, as ffmpeg's autorotate
@@ -353,6 +384,20 @@ mod tests {
             video_frame_target_size(4, 64, 96, &cfg, &limits).unwrap(),
             (64, 96)
         );
+    }
+
+    #[test]
+    fn frame_times_are_never_negative() {
+        // What a damaged MP4 gave: the first frame 6.45 µs before the first packet.
+        let t = relative_times(&[12.345593548, 12.845, 13.345], 12.3456).unwrap();
+        assert_eq!(t[0], 0.0);
+        assert!((t[1] - 0.4994).abs() < 1e-9 && (t[2] - 0.9994).abs() < 1e-9);
+        for bad in [[12.0, 12.5], [f64::NAN, 12.5], [f64::INFINITY, 12.5]] {
+            let err = relative_times(&bad, 12.3456).unwrap_err();
+            assert!(matches!(err, MediaError::VideoDecode(_)), "{err}");
+            assert_eq!(err.status(), 422);
+        }
+        assert!(relative_times(&[1.0], f64::NAN).is_err());
     }
 
     #[test]
