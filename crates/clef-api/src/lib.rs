@@ -4,6 +4,7 @@
 //!
 //! No ML dependencies: the encoder, the engine and the server all build on this crate.
 
+pub mod batch;
 pub mod confidence;
 pub mod error;
 pub mod json;
@@ -14,6 +15,7 @@ pub mod question;
 pub mod request;
 pub mod response;
 
+pub use batch::{parse_batch_request, BatchRequest, MAX_QUESTION_SETS};
 pub use confidence::ConfidenceFormula;
 pub use error::ApiError;
 pub use json::{parse_json, Json, JsonObject, Number};

@@ -1,7 +1,7 @@
 //! The System One request: parsing and validation in the order of api.md §7.
 
 use crate::error::ApiError;
-use crate::json::{parse_json_with_depth, Json};
+use crate::json::{parse_json_with_depth, Json, JsonObject};
 use crate::limits::Limits;
 use crate::media::{parse_images, parse_videos, MediaInput, VideoInput};
 use crate::question::{parse_question, Question};
@@ -79,21 +79,7 @@ impl Request {
         let Some(state) = body.get("state") else {
             return Err(ApiError::structure("state: required (any JSON value)"));
         };
-        let questions = match body.get("questions") {
-            Some(Json::Object(q)) => q,
-            Some(other) => {
-                return Err(ApiError::structure(format!(
-                    "questions: must be an object {{question_id: question}}, got {}",
-                    other.type_name()
-                )))
-            }
-            None => return Err(ApiError::structure("questions: required")),
-        };
-        if questions.is_empty() {
-            return Err(ApiError::structure(
-                "questions: at least one question is required",
-            ));
-        }
+        let questions = question_object(body.get("questions"))?;
         for key in body.keys() {
             if TOP_LEVEL_FIELDS.contains(&key) {
                 continue;
@@ -115,18 +101,7 @@ impl Request {
                 }
             )));
         }
-        if let Some(max) = limits.max_questions {
-            if questions.len() > max {
-                return Err(ApiError::invalid(format!(
-                    "questions: {} questions, at most {max}",
-                    questions.len()
-                )));
-            }
-        }
-        let questions = questions
-            .iter()
-            .map(|(id, q)| parse_question(id, q, limits))
-            .collect::<Result<Vec<_>, _>>()?;
+        let questions = parse_questions(questions, limits)?;
         let images = match body.get("images") {
             None | Some(Json::Null) => Vec::new(),
             Some(v) => parse_images(v, limits)?,
@@ -148,4 +123,44 @@ impl Request {
     pub fn has_media(&self) -> bool {
         !self.images.is_empty() || !self.videos.is_empty()
     }
+}
+
+/// `questions` as far as the structure goes: present, an object, not empty (5006).
+pub(crate) fn question_object(value: Option<&Json>) -> Result<&JsonObject, ApiError> {
+    let questions = match value {
+        Some(Json::Object(q)) => q,
+        Some(other) => {
+            return Err(ApiError::structure(format!(
+                "questions: must be an object {{question_id: question}}, got {}",
+                other.type_name()
+            )))
+        }
+        None => return Err(ApiError::structure("questions: required")),
+    };
+    if questions.is_empty() {
+        return Err(ApiError::structure(
+            "questions: at least one question is required",
+        ));
+    }
+    Ok(questions)
+}
+
+/// Every question of a `questions` object, at most `max_questions` of them, each valid
+/// (request order kept).
+pub(crate) fn parse_questions(
+    questions: &JsonObject,
+    limits: &Limits,
+) -> Result<Vec<Question>, ApiError> {
+    if let Some(max) = limits.max_questions {
+        if questions.len() > max {
+            return Err(ApiError::invalid(format!(
+                "questions: {} questions, at most {max}",
+                questions.len()
+            )));
+        }
+    }
+    questions
+        .iter()
+        .map(|(id, q)| parse_question(id, q, limits))
+        .collect()
 }

@@ -4,17 +4,23 @@
 //! the same way.
 
 use crate::error::EngineError;
-use crate::media::{prepare_media, PreparedMedia};
-use clef_api::{ApiError, Limits, Request};
-use clef_encode::{EncodeOptions, Encoded, Encoder, MediaKind, Truncation};
+use crate::identity::model_identity;
+use crate::media::{media_digest, prepare_media, PreparedMedia};
+use crate::state_cache::{
+    CacheUse, CachedPrefix, Lookup, MediaMemo, StateCache, StateCacheConfig, StateKey,
+};
+use clef_api::{ApiError, BatchRequest, Limits, Request};
+use clef_encode::{EncodeOptions, Encoded, Encoder, MediaKind, MediaLayout, Truncation};
 use clef_formats::BundleFormat;
-use clef_media::{MediaLimits, ProcessorConfig};
+use clef_media::{MediaLimits, PatchGrid, ProcessorConfig};
 use clef_model::vision::{VisionGrid, VisionItem};
 use clef_model::{
-    MatmulMode, MediaRows, Model, ModelError, OptionLayout, Positions, Prompt, QuestionLayout,
-    RunOptions, SchemaLayout, Timings,
+    MatmulMode, MediaRows, Model, ModelError, OptionLayout, Positions, PrefillOrder, PrefixUse,
+    Prompt, QuestionLayout, RunOptions, SchemaLayout, Scored, Timings,
 };
+use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Engine settings that do not change per request.
@@ -31,6 +37,8 @@ pub struct EngineConfig {
     /// Let the loaded model's backend lower `media.max_image_pixels` (a LUT-6 bundle caps
     /// images at 262,144 px, formats.md §2.9); false when the limit was set explicitly.
     pub model_image_cap: bool,
+    /// The state cache's budget and minimum state length.
+    pub state_cache: StateCacheConfig,
 }
 
 impl Default for EngineConfig {
@@ -41,6 +49,7 @@ impl Default for EngineConfig {
             run: RunOptions::default(),
             slab_rows: 1024,
             model_image_cap: true,
+            state_cache: StateCacheConfig::default(),
         }
     }
 }
@@ -87,6 +96,8 @@ pub struct Decision {
     pub media_s: f64,
     pub encode_s: f64,
     pub vision_s: f64,
+    /// Whether the state was read from the state cache (or from an earlier set of the batch).
+    pub state_cache: CacheUse,
 }
 
 impl Decision {
@@ -109,6 +120,9 @@ pub struct Engine {
     pub processor: ProcessorConfig,
     pub config: EngineConfig,
     dir: PathBuf,
+    /// What identifies the loaded weights ([`model_identity`]).
+    identity: [u8; 32],
+    state_cache: Arc<StateCache>,
 }
 
 /// Softmax computed in f64 and rounded to f32: within one ulp of the reference's float32
@@ -150,17 +164,54 @@ impl Engine {
             ProcessorConfig::default()
         };
         crate::agreement::check(&model.config, encoder.special_tokens(), &processor)?;
+        let identity = model_identity(dir)
+            .map_err(|e| LoadError::Identity(format!("{}: {e}", dir.display())))?;
+        let state_cache = Arc::new(StateCache::new(config.state_cache.clone()));
         Ok(Engine {
             model,
             encoder,
             processor,
             config,
             dir: dir.to_path_buf(),
+            identity,
+            state_cache,
         })
     }
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The state cache this engine keeps and reads.
+    pub fn state_cache(&self) -> &StateCache {
+        &self.state_cache
+    }
+
+    /// Use `cache` (kept from another engine, e.g. across a reload) instead of this engine's
+    /// own; its entries are only hits for the same weights and settings ([`Engine::run_digest`]).
+    pub fn share_state_cache(&mut self, cache: Arc<StateCache>) {
+        self.state_cache = cache;
+    }
+
+    /// SHA-256 of everything besides the ids and media that a kept state depends on: the
+    /// weights' identity and the run's settings (the linears' arithmetic, the numerics, the
+    /// chunking, the vision slabs, the image processor and the media limits).
+    pub fn run_digest(&self) -> [u8; 32] {
+        let run = &self.config.run;
+        let settings = format!(
+            "matmul={:?} numerics={} chunk={} order={:?} slab={} processor={:?} media={:?}",
+            self.matmul_mode(),
+            run.numerics.name(),
+            run.chunk_size.max(1),
+            run.order,
+            self.config.slab_rows,
+            self.processor,
+            self.config.media,
+        );
+        let mut h = Sha256::new();
+        h.update(self.identity);
+        h.update(settings.as_bytes());
+        h.finalize().into()
     }
 
     /// Parse and validate a request body under this engine's limits.
@@ -237,52 +288,270 @@ impl Engine {
         let media_s = t0.elapsed().as_secs_f64();
 
         let t1 = Instant::now();
+        let encoded = self.encode(req, &media.layout, opts)?;
+        Ok((media, encoded, media_s, t1.elapsed().as_secs_f64()))
+    }
+
+    /// Answer one validated request: media, encoding, the vision tower, the backbone and
+    /// the head, starting at the end of the state when the state cache holds it.
+    pub fn decide(&self, req: &Request, opts: &DecideOptions) -> Result<Decision, EngineError> {
+        let mut media = self.stage_media(req)?;
+        self.answer(req, &mut media, &mut BatchPrefixes::none(), opts)
+    }
+
+    /// Answer every question set of a batch about one state: the media are read once, the
+    /// state's rows run once (or not at all on a cache hit), then each set's schema rows. A
+    /// set that fails fails the batch, named by its index.
+    pub fn decide_batch(
+        &self,
+        batch: &mut BatchRequest,
+        opts: &DecideOptions,
+    ) -> Result<Vec<Decision>, EngineError> {
+        let mut media = self.stage_media(&batch.shared)?;
+        let mut prefixes = BatchPrefixes {
+            keep: batch.question_sets.len() > 1,
+            kept: Vec::new(),
+        };
+        let mut out = Vec::with_capacity(batch.question_sets.len());
+        for i in 0..batch.question_sets.len() {
+            let d = batch
+                .with_set(i, |req| self.answer(req, &mut media, &mut prefixes, opts))
+                .map_err(|e| e.at(&format!("question_sets[{i}]")))?;
+            out.push(d);
+        }
+        Ok(out)
+    }
+
+    /// Whether requests consult the state cache at all: it has a budget, and the prefill is
+    /// chunk-major (the low-memory order runs layer by layer and keeps no state).
+    fn caching(&self) -> bool {
+        self.state_cache.config().budget_bytes > 0
+            && self.config.run.order == PrefillOrder::ChunkMajor
+    }
+
+    /// The media of `req` as far as encoding needs them: from the state cache's memo of the
+    /// same media when it has one (no decoding), else decoded.
+    fn stage_media(&self, req: &Request) -> Result<MediaStage, EngineError> {
+        if !req.has_media() {
+            return Ok(MediaStage::default());
+        }
+        if !self.supports_vision() {
+            return Err(EngineError::Refused(ApiError::invalid(
+                "this model has no vision tower; images and videos are not supported".to_string(),
+            )));
+        }
+        let mut stage = MediaStage {
+            digest: if self.caching() {
+                media_digest(req)
+            } else {
+                None
+            },
+            ..Default::default()
+        };
+        let run = self.run_digest();
+        stage.memo = stage
+            .digest
+            .and_then(|d| self.state_cache.media_memo(&run, &d));
+        if stage.memo.is_none() {
+            self.decode_media(req, &mut stage)?;
+        }
+        Ok(stage)
+    }
+
+    fn decode_media(&self, req: &Request, stage: &mut MediaStage) -> Result<(), EngineError> {
+        let t0 = Instant::now();
+        let decoded = prepare_media(req, &self.processor, &self.config.media)?;
+        stage.memo = Some(Arc::new(MediaMemo {
+            layout: decoded.layout.clone(),
+            grids: decoded.grids(),
+        }));
+        stage.decoded = Some(decoded);
+        stage.media_s += t0.elapsed().as_secs_f64();
+        Ok(())
+    }
+
+    /// The vision tower's rows for the media slots of `encoded`, decoding the media first if
+    /// only their memo was at hand.
+    fn media_rows(
+        &self,
+        req: &Request,
+        stage: &mut MediaStage,
+        encoded: &Encoded,
+    ) -> Result<Vec<MediaRows>, EngineError> {
+        if !req.has_media() {
+            return Ok(vec![]);
+        }
+        if stage.decoded.is_none() {
+            self.decode_media(req, stage)?;
+        }
+        let Some(decoded) = &stage.decoded else {
+            return Err(EngineError::internal("media were not decoded"));
+        };
+        let t0 = Instant::now();
+        let (rows, _) = self.place_media(encoded, decoded)?;
+        stage.vision_s += t0.elapsed().as_secs_f64();
+        Ok(rows)
+    }
+
+    /// One request with its media staged: encode, find or compute the state's prefix, run the
+    /// schema's rows and the head.
+    fn answer(
+        &self,
+        req: &Request,
+        media: &mut MediaStage,
+        batch: &mut BatchPrefixes,
+        opts: &DecideOptions,
+    ) -> Result<Decision, EngineError> {
+        let (media_s0, vision_s0) = (media.media_s, media.vision_s);
+        let t1 = Instant::now();
+        let encoded = self.encode(req, &media.layout(), opts)?;
+        let cut = encoded.state_span().end;
+        let positions = self.positions(&encoded, media.grids())?;
+        let encode_s = t1.elapsed().as_secs_f64();
+        let mut prompt = Prompt {
+            ids: &encoded.input_ids,
+            positions,
+            media: vec![],
+            layout: schema_layout(&encoded),
+            cut: Some(cut),
+        };
+        let key = StateKey {
+            run: self.run_digest(),
+            ids: encoded.input_ids[..cut].to_vec(),
+            media: media.digest,
+        };
+        let cancelled = opts.cancelled;
+        let consult = self.caching()
+            && self.state_cache.admits(
+                encoded.media_tokens + encoded.state_tokens_kept,
+                // what the cache charges: the state and the ids of its key
+                self.model.prefix_bytes(cut) + cut * std::mem::size_of::<u32>(),
+            );
+
+        let (scored, state_cache) = if let Some(kept) = batch.get(&key) {
+            (self.resume(&prompt, kept, cancelled)?, CacheUse::Hit)
+        } else if consult {
+            match self
+                .state_cache
+                .lookup(&key, cancelled)
+                .map_err(|_| EngineError::Cancelled)?
+            {
+                Lookup::Hit(kept) => (self.resume(&prompt, &kept, cancelled)?, CacheUse::Hit),
+                Lookup::Miss(flight) => {
+                    prompt.media = self.media_rows(req, media, &encoded)?;
+                    let (scored, kept) = self.keep(&prompt, media, cancelled)?;
+                    flight.fulfil(kept.clone());
+                    batch.put(key, kept);
+                    (scored, CacheUse::Miss)
+                }
+            }
+        } else {
+            prompt.media = self.media_rows(req, media, &encoded)?;
+            if batch.keep {
+                let (scored, kept) = self.keep(&prompt, media, cancelled)?;
+                batch.put(key, kept);
+                (scored, CacheUse::Off)
+            } else {
+                let scored = self
+                    .model
+                    .score_from(
+                        &prompt,
+                        &self.config.run,
+                        &mut (),
+                        cancelled,
+                        PrefixUse::Run,
+                    )
+                    .map_err(EngineError::from)?;
+                (scored, CacheUse::Off)
+            }
+        };
+        drop(prompt);
+        let Scored {
+            logits, timings, ..
+        } = scored;
+        if logits.len() != encoded.questions.len() {
+            return Err(EngineError::internal(format!(
+                "{} logit rows for {} questions",
+                logits.len(),
+                encoded.questions.len()
+            )));
+        }
+        let probabilities = logits.iter().map(|l| softmax_f32(l)).collect();
+        Ok(Decision {
+            encoded,
+            logits,
+            probabilities,
+            timings,
+            media_s: media.media_s - media_s0,
+            encode_s,
+            vision_s: media.vision_s - vision_s0,
+            state_cache,
+        })
+    }
+
+    /// Score `prompt` and keep its prefix.
+    fn keep(
+        &self,
+        prompt: &Prompt,
+        media: &MediaStage,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<(Scored, Arc<CachedPrefix>), EngineError> {
+        let mut scored = self
+            .model
+            .score_from(
+                prompt,
+                &self.config.run,
+                &mut (),
+                cancelled,
+                PrefixUse::Keep,
+            )
+            .map_err(EngineError::from)?;
+        let Some(prefix) = scored.prefix.take() else {
+            return Err(EngineError::internal("the prefill kept no prefix"));
+        };
+        let kept = Arc::new(CachedPrefix {
+            prefix,
+            media: media.memo.clone(),
+        });
+        Ok((scored, kept))
+    }
+
+    fn resume(
+        &self,
+        prompt: &Prompt,
+        kept: &CachedPrefix,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<Scored, EngineError> {
+        self.model
+            .score_from(
+                prompt,
+                &self.config.run,
+                &mut (),
+                cancelled,
+                PrefixUse::Resume(&kept.prefix),
+            )
+            .map_err(EngineError::from)
+    }
+
+    /// The encoding of `req` with its media's token layout.
+    fn encode(
+        &self,
+        req: &Request,
+        layout: &MediaLayout,
+        opts: &DecideOptions,
+    ) -> Result<Encoded, EngineError> {
         let max_length = opts.max_length.unwrap_or(self.config.limits.max_context);
-        let encoded = self
+        Ok(self
             .encoder
             .encode(
                 req,
-                &media.layout,
+                layout,
                 &EncodeOptions {
                     max_length,
                     truncation: opts.truncation,
                 },
             )
-            .map_err(ApiError::from)?;
-        Ok((media, encoded, media_s, t1.elapsed().as_secs_f64()))
-    }
-
-    /// Answer one validated request: media, encoding, the vision tower, the backbone and
-    /// the head.
-    pub fn decide(&self, req: &Request, opts: &DecideOptions) -> Result<Decision, EngineError> {
-        let p = self.prepare(req, opts)?;
-        let prompt = Prompt {
-            ids: &p.encoded.input_ids,
-            positions: p.positions,
-            media: p.media_rows,
-            layout: schema_layout(&p.encoded),
-        };
-        let (logits, timings) = self
-            .model
-            .score(&prompt, &self.config.run, opts.cancelled)
-            .map_err(EngineError::from)?;
-        if logits.len() != p.encoded.questions.len() {
-            return Err(EngineError::internal(format!(
-                "{} logit rows for {} questions",
-                logits.len(),
-                p.encoded.questions.len()
-            )));
-        }
-        let probabilities = logits.iter().map(|l| softmax_f32(l)).collect();
-        Ok(Decision {
-            encoded: p.encoded,
-            logits,
-            probabilities,
-            timings,
-            media_s: p.media_s,
-            encode_s: p.encode_s,
-            vision_s: p.vision_s,
-        })
+            .map_err(ApiError::from)?)
     }
 
     /// The backbone's final-normed rows for a request (`[len, hidden]`) with its encoding, for
@@ -298,6 +567,7 @@ impl Engine {
             positions: p.positions,
             media: p.media_rows,
             layout: schema_layout(&p.encoded),
+            cut: Some(p.encoded.state_span().end),
         };
         let rows = self
             .model
@@ -310,7 +580,8 @@ impl Engine {
     fn slot_items(
         &self,
         encoded: &Encoded,
-        media: &PreparedMedia,
+        grids: &[PatchGrid],
+        n_images: usize,
     ) -> Result<Vec<SlotItem>, EngineError> {
         let Some(tower) = &self.model.vision else {
             return Err(EngineError::internal(
@@ -318,19 +589,18 @@ impl Engine {
             ));
         };
         let merge = tower.config().spatial_merge_size;
-        let n_images = media.layout.images.len();
         let mut items = Vec::with_capacity(encoded.media_slots.len());
         for slot in &encoded.media_slots {
             let item = match slot.kind {
                 MediaKind::Image => slot.item,
                 MediaKind::Video => n_images + slot.item,
             };
-            let Some(input) = media.inputs.get(item) else {
+            let Some(grid) = grids.get(item) else {
                 return Err(EngineError::internal(format!(
                     "media slot for missing item {item}"
                 )));
             };
-            let per_group = input.grid.h * input.grid.w / (merge * merge);
+            let per_group = grid.h * grid.w / (merge * merge);
             if slot.len != per_group {
                 return Err(EngineError::internal(format!(
                     "media slot of {} tokens for a group of {per_group}",
@@ -342,7 +612,7 @@ impl Engine {
                 start: slot.start,
                 group: slot.group,
                 per_group,
-                merged: (input.grid.h / merge, input.grid.w / merge),
+                merged: (grid.h / merge, grid.w / merge),
             });
         }
         Ok(items)
@@ -354,11 +624,23 @@ impl Engine {
         encoded: &Encoded,
         media: &PreparedMedia,
     ) -> Result<Positions, EngineError> {
+        self.positions(encoded, Some((&media.grids(), media.layout.images.len())))
+    }
+
+    /// The 3-D rotary positions of a prompt whose media items have these grids (`None`: no
+    /// media).
+    fn positions(
+        &self,
+        encoded: &Encoded,
+        media: Option<(&[PatchGrid], usize)>,
+    ) -> Result<Positions, EngineError> {
         let len = encoded.input_ids.len();
-        if media.is_empty() {
-            return Ok(Positions::text(len));
+        match media {
+            Some((grids, n_images)) if !grids.is_empty() => {
+                slot_positions(len, &self.slot_items(encoded, grids, n_images)?)
+            }
+            _ => Ok(Positions::text(len)),
         }
-        slot_positions(len, &self.slot_items(encoded, media)?)
     }
 
     /// Run the vision tower and place its merged rows on the pad slots; compute the 3-D
@@ -377,7 +659,7 @@ impl Engine {
                 "media prepared for a model without a vision tower",
             ));
         };
-        let slots = self.slot_items(encoded, media)?;
+        let slots = self.slot_items(encoded, &media.grids(), media.layout.images.len())?;
         let items: Vec<VisionItem> = media
             .inputs
             .iter()
@@ -417,6 +699,63 @@ impl Engine {
             });
         }
         Ok((rows, slot_positions(len, &slots)?))
+    }
+}
+
+/// A request's media as far as answering it has needed them: the digest the state cache keys
+/// them by, what the encoder and the positions need (from the cache's memo or from decoding),
+/// and the decoded media once a state had to be computed.
+#[derive(Default)]
+struct MediaStage {
+    digest: Option<[u8; 32]>,
+    memo: Option<Arc<MediaMemo>>,
+    decoded: Option<PreparedMedia>,
+    media_s: f64,
+    vision_s: f64,
+}
+
+impl MediaStage {
+    fn layout(&self) -> MediaLayout {
+        self.memo
+            .as_ref()
+            .map_or_else(MediaLayout::default, |m| m.layout.clone())
+    }
+
+    /// The items' grids and how many of them are images; `None` without media.
+    fn grids(&self) -> Option<(&[PatchGrid], usize)> {
+        self.memo
+            .as_ref()
+            .map(|m| (m.grids.as_slice(), m.layout.images.len()))
+    }
+}
+
+/// The prefixes a batch computed, for its later sets (kept here whether or not the shared
+/// cache is on or keeps them).
+struct BatchPrefixes {
+    /// Whether a computed prefix is worth keeping (more sets follow).
+    keep: bool,
+    kept: Vec<(StateKey, Arc<CachedPrefix>)>,
+}
+
+impl BatchPrefixes {
+    fn none() -> Self {
+        BatchPrefixes {
+            keep: false,
+            kept: Vec::new(),
+        }
+    }
+
+    fn get(&self, key: &StateKey) -> Option<&CachedPrefix> {
+        self.kept
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, p)| p.as_ref())
+    }
+
+    fn put(&mut self, key: StateKey, prefix: Arc<CachedPrefix>) {
+        if self.keep && self.get(&key).is_none() {
+            self.kept.push((key, prefix));
+        }
     }
 }
 
@@ -469,6 +808,9 @@ pub enum LoadError {
     Tokenizer(String),
     #[error("processor_config.json: {0}")]
     Processor(String),
+    /// The model folder's files could not be listed to identify the weights.
+    #[error("identifying the model's files: {0}")]
+    Identity(String),
     /// Two of the release's files disagree (see `agreement`).
     #[error("{0}")]
     Disagreement(String),

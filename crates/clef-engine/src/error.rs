@@ -23,6 +23,19 @@ impl EngineError {
     pub fn internal(message: impl Into<String>) -> Self {
         EngineError::Internal(message.into())
     }
+
+    /// The same error, its message prefixed with the part of the request it concerns
+    /// (`question_sets[2]: ...`).
+    pub fn at(self, path: &str) -> Self {
+        match self {
+            EngineError::Cancelled => EngineError::Cancelled,
+            EngineError::Refused(mut e) => {
+                e.message = format!("{path}: {}", e.message);
+                EngineError::Refused(e)
+            }
+            EngineError::Internal(m) => EngineError::Internal(format!("{path}: {m}")),
+        }
+    }
 }
 
 impl From<ApiError> for EngineError {

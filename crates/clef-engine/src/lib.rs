@@ -4,12 +4,15 @@
 mod agreement;
 pub mod engine;
 pub mod error;
+mod identity;
 pub mod media;
 pub mod raw;
+pub mod state_cache;
 
 pub use engine::{
     load_model, schema_layout, softmax_f32, DecideOptions, Decision, Engine, EngineConfig,
     LoadError, PreparedPrompt,
 };
 pub use error::EngineError;
-pub use media::{prepare_media, PreparedMedia};
+pub use media::{media_digest, prepare_media, PreparedMedia};
+pub use state_cache::{CacheUse, StateCache, StateCacheConfig, StateCacheStats};

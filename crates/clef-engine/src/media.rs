@@ -3,7 +3,8 @@
 
 use clef_api::{ApiError, Request, VideoInput};
 use clef_encode::{ImageLayout, MediaLayout, VideoGroup, VideoLayout};
-use clef_media::{MediaError, MediaLimits, ProcessorConfig, VisionInput};
+use clef_media::{MediaError, MediaLimits, PatchGrid, ProcessorConfig, VisionInput};
+use sha2::{Digest, Sha256};
 
 /// Every media item of a request, images first then videos (the order of the prompt's media
 /// piece and of the vision tower's outputs).
@@ -16,6 +17,47 @@ impl PreparedMedia {
     pub fn is_empty(&self) -> bool {
         self.inputs.is_empty()
     }
+
+    /// Per item, its patch grid.
+    pub fn grids(&self) -> Vec<PatchGrid> {
+        self.inputs.iter().map(|i| i.grid).collect()
+    }
+}
+
+/// SHA-256 of a request's media as the prompt takes it: every image, then every video, each
+/// with its kind, content type and bytes (a frame list's rate and every frame), lengths
+/// included so that no two different lists hash the same input. `None` without media.
+pub fn media_digest(req: &Request) -> Option<[u8; 32]> {
+    if !req.has_media() {
+        return None;
+    }
+    let mut h = Sha256::new();
+    let item = |h: &mut Sha256, kind: &[u8], content_type: &str, bytes: &[u8]| {
+        h.update(kind);
+        h.update((content_type.len() as u64).to_le_bytes());
+        h.update(content_type.as_bytes());
+        h.update((bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+    };
+    h.update((req.images.len() as u64).to_le_bytes());
+    for image in &req.images {
+        item(&mut h, b"image", &image.content_type, &image.bytes);
+    }
+    h.update((req.videos.len() as u64).to_le_bytes());
+    for video in &req.videos {
+        match video {
+            VideoInput::File(file) => item(&mut h, b"video file", &file.content_type, &file.bytes),
+            VideoInput::Frames { frames, fps } => {
+                h.update(b"video frames");
+                h.update(fps.to_bits().to_le_bytes());
+                h.update((frames.len() as u64).to_le_bytes());
+                for f in frames {
+                    item(&mut h, b"frame", &f.content_type, &f.bytes);
+                }
+            }
+        }
+    }
+    Some(h.finalize().into())
 }
 
 pub fn media_error(e: MediaError) -> ApiError {

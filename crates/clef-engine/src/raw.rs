@@ -133,6 +133,7 @@ mod tests {
             },
             logits,
             probabilities,
+            state_cache: crate::CacheUse::Off,
             timings: Timings::default(),
             media_s: 0.0,
             encode_s: 0.0,

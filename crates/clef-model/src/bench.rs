@@ -124,6 +124,7 @@ pub fn bench_prefill(model: &Model, len: usize, opts: &RunOptions) -> Result<Ben
     );
     let len = ids.len();
     let prompt = Prompt {
+        cut: None,
         ids: &ids,
         positions: Positions::text(len),
         media: vec![],

@@ -3,6 +3,7 @@
 
 use crate::backbone::rope::Positions;
 use crate::backbone::scratch::Scratch;
+use crate::backbone::state::SequenceState;
 use crate::backbone::{chunks, Backbone};
 use crate::checkpoint::{self, TensorSet};
 use crate::config::{HeadConfig, ModelConfig};
@@ -13,6 +14,7 @@ use crate::head::stream::HeadStream;
 use crate::head::JointHead;
 use crate::matmul::MatmulMode;
 use crate::numerics::{Exact, Numerics};
+use crate::prefix::{PrefixState, PrefixUse, Scored};
 use crate::rows::RowTable;
 use crate::vision::VisionTower;
 use clef_formats::affine4::codes_name;
@@ -71,6 +73,9 @@ pub struct Prompt<'a> {
     pub positions: Positions,
     pub media: Vec<MediaRows>,
     pub layout: SchemaLayout,
+    /// The end of the request's state: the rows before it can be shared with prompts that
+    /// agree with this one there (encoding.md §9), so the prefill ends a chunk at it.
+    pub cut: Option<usize>,
 }
 
 impl Prompt<'_> {
@@ -80,6 +85,7 @@ impl Prompt<'_> {
             ids: self.ids,
             positions: &self.positions,
             media: &self.media,
+            cut: self.cut,
         }
     }
 }
@@ -91,6 +97,8 @@ pub struct Sequence<'a> {
     pub ids: &'a [u32],
     pub positions: &'a Positions,
     pub media: &'a [MediaRows],
+    /// Where a chunk must end ([`Prompt::cut`]).
+    pub cut: Option<usize>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -98,6 +106,8 @@ pub struct Timings {
     pub backbone_s: f64,
     pub head_s: f64,
     pub tokens: usize,
+    /// Rows not run because the prefill started from a kept prefix ([`PrefixUse::Resume`]).
+    pub resumed_rows: usize,
 }
 
 pub struct Model {
@@ -237,6 +247,12 @@ impl Model {
         self.config.text_config.hidden_size
     }
 
+    /// Bytes of the [`PrefixState`] a prompt cut at `rows` keeps ([`PrefixState::bytes`]),
+    /// known before anything runs.
+    pub fn prefix_bytes(&self, rows: usize) -> usize {
+        self.backbone.state_bytes(rows) + rows * self.head.width() * std::mem::size_of::<f32>()
+    }
+
     /// ℓ_o for every option: mean of the raw `lm_head` rows of its tokens.
     fn lexical_vectors(&self, layout: &SchemaLayout) -> Result<Vec<f32>> {
         let h = self.hidden();
@@ -293,11 +309,33 @@ impl Model {
         cancelled: &dyn Fn() -> bool,
         sink: &mut dyn FnMut(&[f32], usize) -> Result<()>,
     ) -> Result<Timings> {
+        self.prefill_from(seq, opts, observer, cancelled, PrefixUse::Run, sink)
+            .map(|(timings, _)| timings)
+    }
+
+    /// [`Model::prefill`] with a use of the rows before the sequence's cut: run them, run and
+    /// keep their backbone state (returned), or start at the cut from a kept state (`sink` then
+    /// sees the rows from the cut on). Keeping and resuming need the chunk-major order.
+    pub fn prefill_from(
+        &self,
+        seq: Sequence,
+        opts: &RunOptions,
+        observer: &mut dyn ForwardObserver,
+        cancelled: &dyn Fn() -> bool,
+        prefix: PrefixUse,
+        sink: &mut dyn FnMut(&[f32], usize) -> Result<()>,
+    ) -> Result<(Timings, Option<SequenceState>)> {
         let len = seq.ids.len();
         if len == 0 || seq.positions.len() != len {
             return Err(ModelError::Input(format!(
                 "a sequence of {len} ids with {} positions",
                 seq.positions.len()
+            )));
+        }
+        if seq.cut.is_some_and(|c| c > len) {
+            return Err(ModelError::Input(format!(
+                "a cut at row {} of a {len}-row sequence",
+                seq.cut.unwrap_or(0)
             )));
         }
         let h = self.hidden();
@@ -317,12 +355,28 @@ impl Model {
         let embed_rows = |start: usize, x: &mut [f32]| -> Result<()> {
             self.backbone.embed_prompt(seq.ids, seq.media, start, x)
         };
+        let mut kept = None;
 
         match opts.order {
             PrefillOrder::ChunkMajor => {
-                let mut state = self.backbone.new_state(len);
+                let (mut state, from) = match prefix {
+                    PrefixUse::Resume(p) => (self.resume_state(p, seq.cut, len)?, p.rows),
+                    PrefixUse::Keep if seq.cut.is_none() => {
+                        return Err(ModelError::Input(
+                            "a prefix to keep needs a sequence with a cut".into(),
+                        ))
+                    }
+                    _ => (self.backbone.new_state(len), 0),
+                };
+                timings.resumed_rows = from;
+                let keep_at = matches!(prefix, PrefixUse::Keep)
+                    .then_some(seq.cut)
+                    .flatten();
+                if keep_at == Some(0) {
+                    kept = Some(state.snapshot());
+                }
                 let mut x = vec![0.0f32; chunk.min(len) * h];
-                for (start, n) in chunks(len, chunk) {
+                for (start, n) in chunks(len, chunk, seq.cut).skip_while(|&(s, _)| s < from) {
                     if cancelled() {
                         return Err(ModelError::Cancelled);
                     }
@@ -338,10 +392,18 @@ impl Model {
                         &mut pass,
                     )?;
                     timings.backbone_s += t0.elapsed().as_secs_f64();
+                    if keep_at == Some(state.position) {
+                        kept = Some(state.snapshot());
+                    }
                     sink(rows, n)?;
                 }
             }
             PrefillOrder::LayerMajor => {
+                if !matches!(prefix, PrefixUse::Run) {
+                    return Err(ModelError::Input(
+                        "keeping or resuming a prefix needs the chunk-major prefill".into(),
+                    ));
+                }
                 let mut x = vec![0.0f32; len * h];
                 embed_rows(0, &mut x)?;
                 let t0 = Instant::now();
@@ -351,6 +413,7 @@ impl Model {
                         &mut x,
                         seq.positions,
                         chunk,
+                        seq.cut,
                         &mut scratch,
                         &mut pass,
                         cancelled,
@@ -358,14 +421,38 @@ impl Model {
                     self.backbone.release_layer(li);
                 }
                 timings.backbone_s += t0.elapsed().as_secs_f64();
-                for (start, n) in chunks(len, chunk) {
+                for (start, n) in chunks(len, chunk, seq.cut) {
                     let rows = &mut x[start * h..(start + n) * h];
                     self.backbone.final_norm_in_place(rows, n, &mut scratch);
                     sink(rows, n)?;
                 }
             }
         }
-        Ok(timings)
+        Ok((timings, kept))
+    }
+
+    /// The working state of a prefill resumed from `p` at the sequence's cut, after checking
+    /// that `p` is a state of this backbone at that cut.
+    fn resume_state(
+        &self,
+        p: &PrefixState,
+        cut: Option<usize>,
+        len: usize,
+    ) -> Result<SequenceState> {
+        if cut != Some(p.rows) || p.backbone.position != p.rows || p.rows > len {
+            return Err(ModelError::Input(format!(
+                "a kept prefix of {} rows for a {len}-row sequence cut at {cut:?}",
+                p.rows
+            )));
+        }
+        if p.backbone.layers.len() != self.backbone.layers.len() {
+            return Err(ModelError::Input(format!(
+                "a kept prefix of {} layers for a {}-layer backbone",
+                p.backbone.layers.len(),
+                self.backbone.layers.len()
+            )));
+        }
+        Ok(p.backbone.resumed(len))
     }
 
     /// Run a prompt to option logits (encode order per question). `cancelled` is polled at
@@ -387,6 +474,21 @@ impl Model {
         observer: &mut dyn ForwardObserver,
         cancelled: &dyn Fn() -> bool,
     ) -> Result<(Vec<Vec<f32>>, Timings)> {
+        self.score_from(prompt, opts, observer, cancelled, PrefixUse::Run)
+            .map(|s| (s.logits, s.timings))
+    }
+
+    /// [`Model::score_observed`] with a use of the rows before the prompt's cut: keep their
+    /// state ([`Scored::prefix`]) or start from one kept by a prompt that agrees with this one
+    /// up to the cut. All three uses give the same logits, bit for bit.
+    pub fn score_from(
+        &self,
+        prompt: &Prompt,
+        opts: &RunOptions,
+        observer: &mut dyn ForwardObserver,
+        cancelled: &dyn Fn() -> bool,
+        prefix: PrefixUse,
+    ) -> Result<Scored> {
         if prompt.layout.len != prompt.ids.len() {
             return Err(ModelError::Input(format!(
                 "prompt of {} ids with a layout of {} rows",
@@ -394,19 +496,41 @@ impl Model {
                 prompt.layout.len
             )));
         }
-        let mut stream = HeadStream::new(&self.head, &prompt.layout)?;
+        let mut stream = match prefix {
+            PrefixUse::Resume(p) => {
+                HeadStream::resume(&self.head, &prompt.layout, &p.memory, p.rows)?
+            }
+            _ => HeadStream::new(&self.head, &prompt.layout)?,
+        };
         let mut head_s = 0.0;
         let sequence = prompt.sequence();
-        let mut timings = self.prefill(sequence, opts, observer, cancelled, &mut |rows, n| {
-            let t = Instant::now();
-            stream.push(rows, n)?;
-            head_s += t.elapsed().as_secs_f64();
-            Ok(())
-        })?;
+        let (mut timings, kept) = self.prefill_from(
+            sequence,
+            opts,
+            observer,
+            cancelled,
+            prefix,
+            &mut |rows, n| {
+                let t = Instant::now();
+                stream.push(rows, n)?;
+                head_s += t.elapsed().as_secs_f64();
+                Ok(())
+            },
+        )?;
         timings.head_s += head_s;
 
         let t2 = Instant::now();
         let inputs = stream.finish()?;
+        // Memory rows depend on their own row only: the first rows of the finished memory are
+        // what they were at the cut.
+        let prefix = match (kept, prompt.cut) {
+            (Some(backbone), Some(rows)) => Some(PrefixState {
+                rows,
+                backbone,
+                memory: inputs.memory[..rows * self.head.width()].to_vec(),
+            }),
+            _ => None,
+        };
         let lexical = self.lexical_vectors(&prompt.layout)?;
         let logits = self.head.forward(&prompt.layout, &inputs, &lexical)?;
         timings.head_s += t2.elapsed().as_secs_f64();
@@ -417,6 +541,10 @@ impl Model {
                 )));
             }
         }
-        Ok((logits, timings))
+        Ok(Scored {
+            logits,
+            timings,
+            prefix,
+        })
     }
 }

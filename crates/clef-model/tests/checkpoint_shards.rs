@@ -167,6 +167,7 @@ fn hidden(dir: &Path) -> (Vec<f32>, usize) {
     let model = Model::load(dir).unwrap();
     let ids: Vec<u32> = (0..11).map(|i| (i * 53 + 7) % 768).collect();
     let prompt = Prompt {
+        cut: None,
         ids: &ids,
         positions: Positions::text(ids.len()),
         media: vec![],

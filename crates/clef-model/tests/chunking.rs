@@ -13,6 +13,7 @@ fn probabilities_do_not_depend_on_chunk_size_or_order() {
     let g = load_golden(&fixtures().join("golden/tiny-a/a18_long_state.json"));
     assert!(g.ids.len() > 256);
     let prompt = Prompt {
+        cut: None,
         ids: &g.ids,
         positions: text_positions(g.ids.len()),
         media: vec![],
@@ -43,6 +44,7 @@ fn cancellation_stops_at_a_chunk_boundary() {
     let model = Model::load(&fixtures().join("models/tiny-a")).unwrap();
     let g = load_golden(&fixtures().join("golden/tiny-a/a01_support_basic.json"));
     let prompt = Prompt {
+        cut: None,
         ids: &g.ids,
         positions: text_positions(g.ids.len()),
         media: vec![],
@@ -60,4 +62,112 @@ fn cancellation_stops_at_a_chunk_boundary() {
     let err = model.score(&prompt, &opts, &cancel).unwrap_err();
     assert!(matches!(err, clef_model::ModelError::Cancelled));
     assert_eq!(calls.get(), 3);
+}
+
+/// A prefix kept at a cut and resumed gives the logits of the whole run with the same cut, bit
+/// for bit, at cuts inside and at the edge of chunks; a kept prefix does not resume a prompt cut
+/// elsewhere, nor one whose head reads rows before the cut.
+#[test]
+fn a_kept_prefix_resumes_bit_for_bit() {
+    use clef_model::{PrefixUse, Scored};
+    let model = Model::load(&fixtures().join("models/tiny-a")).unwrap();
+    let g = load_golden(&fixtures().join("golden/tiny-a/a18_long_state.json"));
+    let first_span = g
+        .layout
+        .questions
+        .iter()
+        .map(|q| q.span.start)
+        .min()
+        .unwrap();
+    let opts = RunOptions {
+        chunk_size: 64,
+        ..Default::default()
+    };
+    let prompt = |cut: Option<usize>| Prompt {
+        cut,
+        ids: &g.ids,
+        positions: text_positions(g.ids.len()),
+        media: vec![],
+        layout: g.layout.clone(),
+    };
+    let score = |p: &Prompt, prefix: PrefixUse| -> Scored {
+        model
+            .score_from(p, &opts, &mut (), &|| false, prefix)
+            .unwrap()
+    };
+    let uncut = score(&prompt(None), PrefixUse::Run).logits;
+    for cut in [first_span - 3, 128, 64, 1] {
+        let p = prompt(Some(cut));
+        let run = score(&p, PrefixUse::Run);
+        assert!(run.prefix.is_none());
+        let kept = score(&p, PrefixUse::Keep);
+        assert_eq!(
+            kept.logits, run.logits,
+            "cut {cut}: keeping changed the logits"
+        );
+        let prefix = kept.prefix.expect("a kept prefix");
+        assert_eq!(prefix.rows, cut);
+        assert!(prefix.bytes() > 0);
+        let resumed = score(&p, PrefixUse::Resume(&prefix));
+        assert_eq!(
+            resumed.logits, run.logits,
+            "cut {cut}: resumed logits differ"
+        );
+        assert_eq!(resumed.timings.resumed_rows, cut);
+        // a cut moves chunk boundaries, which only reassociates floating-point sums
+        let dp = max_abs_dp(
+            &run.logits.iter().map(|l| softmax(l)).collect::<Vec<_>>(),
+            &uncut.iter().map(|l| softmax(l)).collect::<Vec<_>>(),
+        );
+        assert!(dp <= 1e-5, "cut {cut}: max |dp| {dp} against the uncut run");
+
+        let elsewhere = prompt(Some(cut + 1));
+        let e = model
+            .score_from(
+                &elsewhere,
+                &opts,
+                &mut (),
+                &|| false,
+                PrefixUse::Resume(&prefix),
+            )
+            .err()
+            .expect("a prefix kept at another cut must not resume");
+        assert!(e.to_string().contains("kept prefix"), "{e}");
+    }
+    let late = prompt(Some(first_span + 1));
+    let prefix = score(&late, PrefixUse::Keep).prefix.unwrap();
+    let e = model
+        .score_from(&late, &opts, &mut (), &|| false, PrefixUse::Resume(&prefix))
+        .err()
+        .expect("a head span before the cut must refuse the resume");
+    assert!(e.to_string().contains("head span"), "{e}");
+}
+
+/// What a kept prefix is charged is known before the run, to the byte.
+#[test]
+fn a_kept_prefix_is_the_size_announced() {
+    use clef_model::PrefixUse;
+    let model = Model::load(&fixtures().join("models/tiny-a")).unwrap();
+    let g = load_golden(&fixtures().join("golden/tiny-a/a01_support_basic.json"));
+    let cut = g.layout.questions[0].span.start - 2;
+    let prompt = Prompt {
+        cut: Some(cut),
+        ids: &g.ids,
+        positions: text_positions(g.ids.len()),
+        media: vec![],
+        layout: g.layout.clone(),
+    };
+    let kept = model
+        .score_from(
+            &prompt,
+            &RunOptions::default(),
+            &mut (),
+            &|| false,
+            PrefixUse::Keep,
+        )
+        .unwrap()
+        .prefix
+        .unwrap();
+    assert_eq!(kept.bytes(), model.prefix_bytes(cut));
+    assert!(model.prefix_bytes(cut + 1) > model.prefix_bytes(cut));
 }

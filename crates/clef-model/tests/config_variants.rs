@@ -105,6 +105,7 @@ fn check(name: &str) {
     variant_dir(dir.path(), variant, extra);
     let model = Model::load(dir.path()).unwrap_or_else(|e| panic!("{name}: {e}"));
     let prompt = Prompt {
+        cut: None,
         ids: &ids,
         positions,
         media: vec![],

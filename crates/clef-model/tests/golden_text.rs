@@ -12,6 +12,7 @@ fn check_model(name: &str) {
     let mut checked = 0;
     for g in goldens(name).iter().filter(|g| !g.has_media) {
         let prompt = Prompt {
+            cut: None,
             ids: &g.ids,
             positions: text_positions(g.ids.len()),
             media: vec![],

@@ -81,6 +81,7 @@ fn tower_and_placement_match_a24() {
     let ours = Positions::with_media(g.ids.len(), &[(first_pad, grid.h / 2, grid.w / 2)]).unwrap();
     assert_eq!(ours, positions);
     let prompt = Prompt {
+        cut: None,
         ids: &g.ids,
         positions,
         media: vec![MediaRows {

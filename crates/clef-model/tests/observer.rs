@@ -35,6 +35,7 @@ fn rows_of(
 ) -> Vec<f32> {
     let positions = text_positions(g.ids.len());
     let seq = clef_model::Sequence {
+        cut: None,
         ids: &g.ids,
         positions: &positions,
         media: &[],
@@ -118,6 +119,7 @@ fn ids_name_the_release_tensors_and_unloaded_layers_refuse_to_run() {
     let g = load_golden(&fixtures().join("golden/tiny-a/a01_support_basic.json"));
     let positions = text_positions(g.ids.len());
     let seq = clef_model::Sequence {
+        cut: None,
         ids: &g.ids,
         positions: &positions,
         media: &[],

@@ -20,6 +20,7 @@ fn tiny_preset_loads_and_runs() {
     // Reuse a golden's ids and spans: same tokenizer and vocabulary as tiny-a.
     let g = load_golden(&fixtures().join("golden/tiny-a/a01_support_basic.json"));
     let prompt = Prompt {
+        cut: None,
         ids: &g.ids,
         positions: text_positions(g.ids.len()),
         media: vec![],

@@ -88,6 +88,7 @@ pub fn calibrate_down_scales(
             .prepare(&req, &opts)
             .map_err(|e| cal(format!("record {}: {e}", rec.id)))?;
         let seq = Sequence {
+            cut: None,
             ids: &p.encoded.input_ids,
             positions: &p.positions,
             media: &p.media_rows,

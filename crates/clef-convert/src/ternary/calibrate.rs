@@ -193,6 +193,7 @@ fn run_layer(
             &mut x,
             positions,
             CHUNK_ROWS,
+            None,
             &mut scratch,
             &mut pass,
             &|| false,

@@ -92,6 +92,11 @@ impl Attention {
         })
     }
 
+    /// Floats the KV cache holds per row (keys and values).
+    pub fn kv_floats_per_row(&self) -> usize {
+        2 * self.kv_heads * self.head_dim
+    }
+
     pub fn new_cache(&self, capacity: usize) -> KvCache {
         let row = self.kv_heads * self.head_dim;
         KvCache {

@@ -134,6 +134,11 @@ impl DeltaNet {
         2 * self.dims.k_heads * self.dims.dk + self.dims.v_heads * self.dims.dv
     }
 
+    /// Floats of [`DeltaNet::new_state`]'s state (conv history and recurrent state).
+    pub fn state_floats(&self) -> usize {
+        (self.kernel - 1) * self.conv_dim() + self.dims.v_heads * self.dims.dk * self.dims.dv
+    }
+
     pub fn new_state(&self) -> DeltaNetState {
         DeltaNetState {
             conv: vec![0.0; (self.kernel - 1) * self.conv_dim()],

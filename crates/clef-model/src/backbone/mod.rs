@@ -26,12 +26,23 @@ use scratch::{sized, Scratch};
 use state::{LayerState, SequenceState};
 
 /// `(start, rows)` of each run of at most `chunk` rows over a sequence of `len` (chunk 0 is
-/// taken as 1): the one place the prefill's chunking is decided.
-pub fn chunks(len: usize, chunk: usize) -> impl Iterator<Item = (usize, usize)> {
+/// taken as 1), with a run ending at `cut` when there is one (the end of a request's state,
+/// encoding.md §9: a prefill resumed there from a kept state then runs exactly the runs a
+/// whole prefill runs after it): the one place the prefill's chunking is decided.
+pub fn chunks(
+    len: usize,
+    chunk: usize,
+    cut: Option<usize>,
+) -> impl Iterator<Item = (usize, usize)> {
     let chunk = chunk.max(1);
-    (0..len)
+    let cut = cut.unwrap_or(len).min(len);
+    let before = (0..cut)
         .step_by(chunk)
-        .map(move |s| (s, chunk.min(len - s)))
+        .map(move |s| (s, chunk.min(cut - s)));
+    let after = (cut..len)
+        .step_by(chunk)
+        .map(move |s| (s, chunk.min(len - s)));
+    before.chain(after)
 }
 
 pub const PREFIX: &str = "model.language_model";
@@ -184,6 +195,20 @@ impl Backbone {
         }
     }
 
+    /// Bytes of the state after `rows` rows, trimmed as [`SequenceState::snapshot`] keeps it:
+    /// the DeltaNet states (fixed) and `rows` rows of every attention layer's KV.
+    pub fn state_bytes(&self, rows: usize) -> usize {
+        let floats: usize = self
+            .layers
+            .iter()
+            .map(|l| match &l.mixer {
+                Mixer::DeltaNet(m) => m.state_floats(),
+                Mixer::Attention(m) => rows * m.kv_floats_per_row(),
+            })
+            .sum();
+        floats * std::mem::size_of::<f32>()
+    }
+
     /// Embedding rows of `ids` into `out` ([ids.len(), hidden]).
     pub fn embed(&self, ids: &[u32], out: &mut [f32]) -> Result<()> {
         for (row, &id) in out.chunks_exact_mut(self.hidden).zip(ids) {
@@ -330,8 +355,9 @@ impl Backbone {
     }
 
     /// Run layer `li` over a whole sequence `x` (`[len, hidden]`, updated in place) from a
-    /// fresh state, `chunk` rows at a time (layer-major prefill, and the converters' layer-by-
-    /// layer calibration). `cancelled` is polled before every chunk.
+    /// fresh state, `chunk` rows at a time with a run ending at `cut` ([`chunks`]; layer-major
+    /// prefill, and the converters' layer-by-layer calibration). `cancelled` is polled before
+    /// every chunk.
     #[allow(clippy::too_many_arguments)]
     pub fn run_layer(
         &self,
@@ -339,6 +365,7 @@ impl Backbone {
         x: &mut [f32],
         pos: &Positions,
         chunk: usize,
+        cut: Option<usize>,
         s: &mut Scratch,
         pass: &mut Pass,
         cancelled: &dyn Fn() -> bool,
@@ -351,7 +378,7 @@ impl Backbone {
             ));
         }
         let mut state = self.new_layer_state(li, len)?;
-        for (start, n) in chunks(len, chunk) {
+        for (start, n) in chunks(len, chunk, cut) {
             if cancelled() {
                 return Err(ModelError::Cancelled);
             }
@@ -397,5 +424,48 @@ impl Backbone {
     /// disk on next use).
     pub fn release_layer(&self, li: usize) {
         self.layers[li].release();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chunks;
+
+    #[test]
+    fn chunks_cover_the_sequence_once_and_end_one_at_the_cut() {
+        for len in [1usize, 5, 64, 130, 300] {
+            for chunk in [0usize, 1, 7, 64, 128, 1000] {
+                for cut in [
+                    None,
+                    Some(0),
+                    Some(1),
+                    Some(len / 2),
+                    Some(len),
+                    Some(len + 3),
+                ] {
+                    let runs: Vec<_> = chunks(len, chunk, cut).collect();
+                    let mut next = 0;
+                    for &(s, n) in &runs {
+                        assert_eq!(s, next, "len {len} chunk {chunk} cut {cut:?}");
+                        assert!(n >= 1 && n <= chunk.max(1));
+                        next = s + n;
+                    }
+                    assert_eq!(next, len);
+                    if let Some(c) = cut.filter(|&c| c > 0 && c < len) {
+                        assert!(runs.iter().any(|&(s, n)| s + n == c), "no run ends at {c}");
+                        // after the cut the runs are those of a sequence starting there
+                        let after: Vec<_> = runs.iter().filter(|r| r.0 >= c).collect();
+                        let fresh: Vec<_> = chunks(len - c, chunk, None)
+                            .map(|(s, n)| (s + c, n))
+                            .collect();
+                        assert_eq!(after.into_iter().copied().collect::<Vec<_>>(), fresh);
+                    }
+                }
+            }
+        }
+        assert_eq!(
+            chunks(300, 128, None).collect::<Vec<_>>(),
+            vec![(0, 128), (128, 128), (256, 44)]
+        );
     }
 }

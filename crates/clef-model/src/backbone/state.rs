@@ -41,3 +41,52 @@ impl SequenceState {
             .sum()
     }
 }
+
+impl SequenceState {
+    /// A copy holding exactly what it has seen (the KV caches trimmed to their rows), to keep
+    /// as a prefix's state.
+    pub fn snapshot(&self) -> SequenceState {
+        SequenceState {
+            layers: self.layers.iter().map(LayerState::snapshot).collect(),
+            position: self.position,
+        }
+    }
+
+    /// A working copy of a kept state, with room for a sequence of `capacity` rows.
+    pub fn resumed(&self, capacity: usize) -> SequenceState {
+        SequenceState {
+            layers: self
+                .layers
+                .iter()
+                .map(|l| match l {
+                    LayerState::Attention(c) => {
+                        let row = c.k.len().checked_div(c.len).unwrap_or(0);
+                        let mut k = Vec::with_capacity(capacity.max(c.len) * row);
+                        let mut v = Vec::with_capacity(capacity.max(c.len) * row);
+                        k.extend_from_slice(&c.k);
+                        v.extend_from_slice(&c.v);
+                        LayerState::Attention(KvCache { k, v, len: c.len })
+                    }
+                    other => other.snapshot(),
+                })
+                .collect(),
+            position: self.position,
+        }
+    }
+}
+
+impl LayerState {
+    fn snapshot(&self) -> LayerState {
+        match self {
+            LayerState::DeltaNet(s) => LayerState::DeltaNet(DeltaNetState {
+                conv: s.conv.clone(),
+                ssm: s.ssm.clone(),
+            }),
+            LayerState::Attention(c) => LayerState::Attention(KvCache {
+                k: c.k.clone(),
+                v: c.v.clone(),
+                len: c.len,
+            }),
+        }
+    }
+}

@@ -77,6 +77,34 @@ impl<'a> HeadStream<'a> {
         })
     }
 
+    /// A stream that has already seen the first `rows` rows of the prompt, whose memory rows
+    /// (`[rows, width]`) were kept by an earlier prompt with the same rows there. No span of
+    /// the head may start before `rows`: their sums were not kept.
+    pub fn resume(
+        head: &'a JointHead,
+        layout: &'a SchemaLayout,
+        memory: &[f32],
+        rows: usize,
+    ) -> Result<Self> {
+        let mut stream = Self::new(head, layout)?;
+        if rows > layout.len || memory.len() != rows * head.width() {
+            return Err(ModelError::Input(format!(
+                "kept memory of {} values for {rows} rows of a {}-row prompt",
+                memory.len(),
+                layout.len
+            )));
+        }
+        if let Some(s) = stream.spans.iter().find(|s| s.start < rows) {
+            return Err(ModelError::Input(format!(
+                "a head span starts at row {}, before the kept prefix's end at {rows}",
+                s.start
+            )));
+        }
+        stream.memory.extend_from_slice(memory);
+        stream.filled = rows;
+        Ok(stream)
+    }
+
     pub fn rows_seen(&self) -> usize {
         self.filled
     }
