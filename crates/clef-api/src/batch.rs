@@ -142,6 +142,11 @@ impl BatchRequest {
     }
 }
 
+/// The batch response, `{"results": [...]}`, from each set's System One response body.
+pub fn batch_response_body(results: &[String]) -> String {
+    format!("{{\"results\":[{}]}}", results.join(","))
+}
+
 /// One set: `{"questions": {...}}` and nothing else.
 fn parse_set(set: &Json, limits: &Limits) -> Result<Vec<Question>, ApiError> {
     let Json::Object(fields) = set else {

@@ -15,7 +15,7 @@ pub mod question;
 pub mod request;
 pub mod response;
 
-pub use batch::{parse_batch_request, BatchRequest, MAX_QUESTION_SETS};
+pub use batch::{batch_response_body, parse_batch_request, BatchRequest, MAX_QUESTION_SETS};
 pub use confidence::ConfidenceFormula;
 pub use error::ApiError;
 pub use json::{parse_json, Json, JsonObject, Number};

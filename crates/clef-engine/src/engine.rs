@@ -421,19 +421,19 @@ impl Engine {
             media: media.digest,
         };
         let cancelled = opts.cancelled;
+        // what the cache charges: the state and the ids of its key
+        let charge = self.model.prefix_bytes(cut) + cut * std::mem::size_of::<u32>();
         let consult = self.caching()
-            && self.state_cache.admits(
-                encoded.media_tokens + encoded.state_tokens_kept,
-                // what the cache charges: the state and the ids of its key
-                self.model.prefix_bytes(cut) + cut * std::mem::size_of::<u32>(),
-            );
+            && self
+                .state_cache
+                .admits(encoded.media_tokens + encoded.state_tokens_kept, charge);
 
         let (scored, state_cache) = if let Some(kept) = batch.get(&key) {
             (self.resume(&prompt, kept, cancelled)?, CacheUse::Hit)
         } else if consult {
             match self
                 .state_cache
-                .lookup(&key, cancelled)
+                .lookup(&key, charge, cancelled)
                 .map_err(|_| EngineError::Cancelled)?
             {
                 Lookup::Hit(kept) => (self.resume(&prompt, &kept, cancelled)?, CacheUse::Hit),

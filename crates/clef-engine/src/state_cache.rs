@@ -153,6 +153,9 @@ struct Inner {
     /// Media memos by run and media digest, alive while a kept state holds them.
     media: HashMap<([u8; 32], [u8; 32]), Weak<MediaMemo>>,
     bytes: usize,
+    /// Bytes set aside for states being computed (kept plus reserved stay within the budget,
+    /// so a state is never allocated beyond it).
+    reserved: usize,
     clock: u64,
 }
 
@@ -178,6 +181,8 @@ pub enum Lookup<'a> {
 pub struct Flight<'a> {
     cache: &'a StateCache,
     key: Option<StateKey>,
+    /// What [`StateCache::lookup`] set aside for the state.
+    reserved: usize,
 }
 
 /// The request was cancelled while it waited for another's computation.
@@ -223,11 +228,13 @@ impl StateCache {
             .and_then(Weak::upgrade)
     }
 
-    /// The kept state for `key`, or the claim to compute it. Waits while another request
-    /// computes it, polling `cancelled`.
+    /// The kept state for `key`, or the claim to compute it, with `bytes` (what the state will
+    /// be charged) set aside first, evicting the least recently used states as needed. Waits
+    /// while another request computes it, polling `cancelled`.
     pub fn lookup(
         &self,
         key: &StateKey,
+        bytes: usize,
         cancelled: &dyn Fn() -> bool,
     ) -> Result<Lookup<'_>, Cancelled> {
         let mut inner = self.lock();
@@ -261,38 +268,55 @@ impl StateCache {
                 None => {
                     inner.entries.insert(key.clone(), Slot::Pending);
                     self.misses.fetch_add(1, Ordering::Relaxed);
+                    let reserved = if bytes <= self.config.budget_bytes {
+                        self.evict_for(&mut inner, bytes);
+                        inner.reserved += bytes;
+                        bytes
+                    } else {
+                        0
+                    };
                     return Ok(Lookup::Miss(Flight {
                         cache: self,
                         key: Some(key.clone()),
+                        reserved,
                     }));
                 }
             }
         }
     }
 
-    /// Keep `value` under `key` (replacing its pending slot), evicting the least recently used
-    /// states until it fits; one larger than the whole budget is not kept.
-    fn store(&self, key: StateKey, value: Arc<CachedPrefix>) {
+    /// Evict the least recently used kept states until `bytes` more fit beside what is kept
+    /// and reserved (or nothing is left to evict).
+    fn evict_for(&self, inner: &mut Inner, bytes: usize) {
+        while inner.bytes + inner.reserved + bytes > self.config.budget_bytes {
+            let oldest = inner
+                .entries
+                .iter()
+                .filter_map(|(k, s)| match s {
+                    Slot::Ready { used, .. } => Some((*used, k)),
+                    Slot::Pending => None,
+                })
+                .min_by_key(|(used, _)| *used)
+                .map(|(_, k)| k.clone());
+            let Some(oldest) = oldest else { break };
+            if let Some(Slot::Ready { bytes: b, .. }) = inner.entries.remove(&oldest) {
+                inner.bytes -= b;
+                self.evictions.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Keep `value` under `key` (replacing its pending slot and its reservation), evicting the
+    /// least recently used states until it fits; one that cannot fit is not kept.
+    fn store(&self, key: StateKey, value: Arc<CachedPrefix>, reserved: usize) {
         let bytes = value.bytes(&key);
         let mut inner = self.lock();
         inner.entries.remove(&key);
+        inner.reserved -= reserved;
         if bytes <= self.config.budget_bytes {
-            while inner.bytes + bytes > self.config.budget_bytes {
-                let oldest = inner
-                    .entries
-                    .iter()
-                    .filter_map(|(k, s)| match s {
-                        Slot::Ready { used, .. } => Some((*used, k)),
-                        Slot::Pending => None,
-                    })
-                    .min_by_key(|(used, _)| *used)
-                    .map(|(_, k)| k.clone());
-                let Some(oldest) = oldest else { break };
-                if let Some(Slot::Ready { bytes: b, .. }) = inner.entries.remove(&oldest) {
-                    inner.bytes -= b;
-                    self.evictions.fetch_add(1, Ordering::Relaxed);
-                }
-            }
+            self.evict_for(&mut inner, bytes);
+        }
+        if inner.bytes + inner.reserved + bytes <= self.config.budget_bytes {
             if let (Some(memo), Some(digest)) = (&value.media, key.media) {
                 inner.media.insert((key.run, digest), Arc::downgrade(memo));
             }
@@ -308,8 +332,9 @@ impl StateCache {
         self.changed.notify_all();
     }
 
-    fn abandon(&self, key: &StateKey) {
+    fn abandon(&self, key: &StateKey, reserved: usize) {
         let mut inner = self.lock();
+        inner.reserved -= reserved;
         if matches!(inner.entries.get(key), Some(Slot::Pending)) {
             inner.entries.remove(key);
         }
@@ -339,7 +364,7 @@ impl Flight<'_> {
     /// Keep the computed state and wake the requests waiting for it.
     pub fn fulfil(mut self, value: Arc<CachedPrefix>) {
         if let Some(key) = self.key.take() {
-            self.cache.store(key, value);
+            self.cache.store(key, value, self.reserved);
         }
     }
 }
@@ -347,7 +372,7 @@ impl Flight<'_> {
 impl Drop for Flight<'_> {
     fn drop(&mut self) {
         if let Some(key) = self.key.take() {
-            self.cache.abandon(&key);
+            self.cache.abandon(&key, self.reserved);
         }
     }
 }
@@ -384,7 +409,7 @@ mod tests {
     }
 
     fn miss<'a>(cache: &'a StateCache, k: &StateKey) -> Flight<'a> {
-        match cache.lookup(k, &|| false).unwrap() {
+        match cache.lookup(k, 0, &|| false).unwrap() {
             Lookup::Miss(f) => f,
             Lookup::Hit(_) => panic!("unexpected hit"),
         }
@@ -404,16 +429,16 @@ mod tests {
         assert_eq!((s.entries, s.evictions, s.misses), (2, 1, 3));
         assert!(s.bytes <= 100 << 10);
         assert!(matches!(
-            cache.lookup(&key(1), &|| false),
+            cache.lookup(&key(1), 0, &|| false),
             Ok(Lookup::Hit(_))
         ));
         // 1 was used last, so 2 goes next
         miss(&cache, &key(0)).fulfil(value(40));
         assert!(matches!(
-            cache.lookup(&key(1), &|| false),
+            cache.lookup(&key(1), 0, &|| false),
             Ok(Lookup::Hit(_))
         ));
-        let Ok(Lookup::Miss(f)) = cache.lookup(&key(2), &|| false) else {
+        let Ok(Lookup::Miss(f)) = cache.lookup(&key(2), 0, &|| false) else {
             panic!("2 should have been evicted")
         };
         drop(f);
@@ -426,10 +451,39 @@ mod tests {
             (before.entries, before.evictions)
         );
         assert!(matches!(
-            cache.lookup(&key(9), &|| false),
+            cache.lookup(&key(9), 0, &|| false),
             Ok(Lookup::Miss(_))
         ));
         assert_eq!(cache.stats().hits, 2);
+    }
+
+    #[test]
+    fn a_state_being_computed_has_its_room_before_it_exists() {
+        let cache = StateCache::new(StateCacheConfig {
+            budget_bytes: 100 << 10,
+            min_tokens: 1,
+        });
+        for id in 0..2 {
+            miss(&cache, &key(id)).fulfil(value(40));
+        }
+        let Ok(Lookup::Miss(flight)) = cache.lookup(&key(5), 50 << 10, &|| false) else {
+            panic!("a new state")
+        };
+        // 80 KiB kept + 50 KiB reserved would pass 100 KiB: the oldest went at once
+        let s = cache.stats();
+        assert_eq!((s.entries, s.evictions), (1, 1));
+        flight.fulfil(value(40));
+        let s = cache.stats();
+        assert_eq!((s.entries, s.evictions), (2, 1));
+        assert!(s.bytes <= 100 << 10);
+        // an abandoned computation gives its room back
+        let Ok(Lookup::Miss(flight)) = cache.lookup(&key(6), 15 << 10, &|| false) else {
+            panic!("a new state")
+        };
+        drop(flight);
+        // without it, 15 KiB fit beside what is kept
+        miss(&cache, &key(7)).fulfil(value(15));
+        assert_eq!(cache.stats().evictions, 1);
     }
 
     #[test]
@@ -450,11 +504,14 @@ mod tests {
         shorter.ids.pop();
         for other in [ids, run, media, shorter] {
             assert!(matches!(
-                cache.lookup(&other, &|| false),
+                cache.lookup(&other, 0, &|| false),
                 Ok(Lookup::Miss(_))
             ));
         }
-        assert!(matches!(cache.lookup(&base, &|| false), Ok(Lookup::Hit(_))));
+        assert!(matches!(
+            cache.lookup(&base, 0, &|| false),
+            Ok(Lookup::Hit(_))
+        ));
     }
 
     #[test]
@@ -466,7 +523,7 @@ mod tests {
         let computed = AtomicU64::new(0);
         std::thread::scope(|s| {
             for _ in 0..6 {
-                s.spawn(|| match cache.lookup(&key(7), &|| false).unwrap() {
+                s.spawn(|| match cache.lookup(&key(7), 0, &|| false).unwrap() {
                     Lookup::Hit(_) => {}
                     Lookup::Miss(f) => {
                         computed.fetch_add(1, Ordering::Relaxed);
@@ -489,10 +546,10 @@ mod tests {
         });
         let first = miss(&cache, &key(3));
         // a waiter whose client left stops waiting
-        assert_eq!(cache.lookup(&key(3), &|| true).err(), Some(Cancelled));
+        assert_eq!(cache.lookup(&key(3), 0, &|| true).err(), Some(Cancelled));
         std::thread::scope(|s| {
             let waiter =
-                s.spawn(|| matches!(cache.lookup(&key(3), &|| false), Ok(Lookup::Miss(_))));
+                s.spawn(|| matches!(cache.lookup(&key(3), 0, &|| false), Ok(Lookup::Miss(_))));
             std::thread::sleep(Duration::from_millis(50));
             drop(first);
             assert!(

@@ -9,11 +9,11 @@ use crate::body::read_body;
 use crate::failures::api_error;
 use crate::headers::{
     request_options, RequestOptions, CONTEXT_WARNING, X_CLEF_CONFIDENCE, X_CLEF_MODEL_REVISION,
-    X_CLEF_TRUNCATED, X_CLEF_WARNING,
+    X_CLEF_STATE_CACHE, X_CLEF_TRUNCATED, X_CLEF_WARNING,
 };
 use crate::loaded::LoadedModel;
 use crate::metrics::CancelReason;
-use crate::pipeline::{self, Shape};
+use crate::pipeline::{self, Shape, Work};
 use crate::reply;
 use crate::state::AppState;
 use axum::body::Body;
@@ -21,7 +21,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
 use clef_api::{build_response, AnswerOptions, ApiError, Request};
 use clef_encode::Truncation;
-use clef_engine::{DecideOptions, EngineError};
+use clef_engine::{CacheUse, DecideOptions, Decision, EngineError};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -51,6 +51,8 @@ pub struct DecisionStats {
     pub head_s: f64,
     /// Wall time on the computing thread (engine plus formatting).
     pub compute_s: f64,
+    /// How the state cache served it (a batch: its first set).
+    pub state_cache: Option<CacheUse>,
 }
 
 pub async fn handle(
@@ -101,13 +103,13 @@ async fn run(
         let model = model.clone();
         let shape = shape.clone();
         tokio::task::spawn_blocking(move || {
-            pipeline::parse(&model.engine.config.limits, &model.names, &shape, &bytes)
+            pipeline::parse_work(&model.engine.config.limits, &model.names, &shape, &bytes)
         })
         .await
         .map_err(|e| ApiError::internal(format!("the request parser stopped: {e}")))??
     };
     stats.parse_s = t.elapsed().as_secs_f64();
-    stats.questions = req.questions.len();
+    stats.questions = req.questions();
 
     let admitted = app.admission.try_admit().ok_or_else(ApiError::queue_full)?;
     let t = Instant::now();
@@ -121,9 +123,9 @@ async fn run(
     let job = Job {
         app: app.clone(),
         model: model.clone(),
-        req,
+        work: req,
         opts,
-        workers: matches!(shape, Shape::Workers { .. }),
+        shape: shape.clone(),
         gone,
         deadline: ctx.deadline.into_std(),
         running,
@@ -146,6 +148,7 @@ async fn run(
     stats.backbone_s = done.stats.backbone_s;
     stats.head_s = done.stats.head_s;
     stats.compute_s = done.stats.compute_s;
+    stats.state_cache = done.stats.state_cache;
     Ok(success(app, &model, &opts, done))
 }
 
@@ -166,9 +169,9 @@ impl Drop for FlagOnDrop {
 struct Job {
     app: Arc<AppState>,
     model: Arc<LoadedModel>,
-    req: Request,
+    work: Work,
     opts: RequestOptions,
-    workers: bool,
+    shape: Shape,
     gone: Arc<AtomicBool>,
     deadline: Instant,
     running: crate::admission::Running,
@@ -198,58 +201,85 @@ impl Job {
             self.app.metrics.record_cancel(reason());
             return Err(ApiError::deadline());
         }
-        let decided = self.model.engine.decide(
-            &self.req,
-            &DecideOptions {
-                truncation: self.opts.truncation,
-                max_length: None,
-                cancelled: &cancelled,
-            },
-        );
-        let decision = match decided {
-            Ok(d) => d,
+        let opts = DecideOptions {
+            truncation: self.opts.truncation,
+            max_length: None,
+            cancelled: &cancelled,
+        };
+        let engine = &self.model.engine;
+        let answer = AnswerOptions {
+            rounding: self.opts.rounding,
+            confidence: self.app.config.answer.confidence,
+        };
+        let outcome = match self.work {
+            Work::One(req) => engine.decide(&req, &opts).map(|d| {
+                let body = response_body(&req, &d, &answer, &self.shape);
+                (vec![d], body)
+            }),
+            Work::Batch(mut batch) => engine.decide_batch(&mut batch, &opts).map(|ds| {
+                let bodies: Result<Vec<String>, ApiError> = ds
+                    .iter()
+                    .enumerate()
+                    .map(|(i, d)| {
+                        batch.with_set(i, |req| response_body(req, d, &answer, &self.shape))
+                    })
+                    .collect();
+                (ds, bodies.map(|b| clef_api::batch_response_body(&b)))
+            }),
+        };
+        let (decisions, body) = match outcome {
+            Ok(done) => done,
             Err(EngineError::Cancelled) => {
                 self.app.metrics.record_cancel(reason());
                 return Err(api_error(EngineError::Cancelled));
             }
             Err(e) => return Err(api_error(e)),
         };
-        let input_tokens = decision.encoded.input_ids.len();
-        let response = build_response(
-            &self.req,
-            &decision.probabilities_f64(),
-            input_tokens,
-            &AnswerOptions {
-                rounding: self.opts.rounding,
-                confidence: self.app.config.answer.confidence,
-            },
-        )?;
-        let body = if self.workers {
-            response.envelope()
-        } else {
-            response.to_json_string()
+        let body = body?;
+        let mut stats = DecisionStats {
+            state_cache: decisions.first().map(|d| d.state_cache),
+            ..Default::default()
         };
-        let t = &decision.timings;
-        self.app.metrics.record_decision(
-            input_tokens,
-            decision.dropped_state_tokens(),
-            decision.vision_s + t.backbone_s + t.head_s,
-        );
-        Ok(Done {
-            body,
-            stats: DecisionStats {
+        for d in &decisions {
+            let t = &d.timings;
+            let input_tokens = d.encoded.input_ids.len();
+            self.app.metrics.record_decision(
                 input_tokens,
-                dropped_state_tokens: decision.dropped_state_tokens(),
-                media_s: decision.media_s,
-                encode_s: decision.encode_s,
-                vision_s: decision.vision_s,
-                backbone_s: t.backbone_s,
-                head_s: t.head_s,
-                compute_s: t0.elapsed().as_secs_f64(),
-                ..Default::default()
-            },
-        })
+                d.dropped_state_tokens(),
+                d.vision_s + t.backbone_s + t.head_s,
+            );
+            // a batch reports its largest prompt and its most dropped state tokens (the
+            // headers' meaning: is any prompt over the training length, how much was cut)
+            stats.input_tokens = stats.input_tokens.max(input_tokens);
+            stats.dropped_state_tokens = stats.dropped_state_tokens.max(d.dropped_state_tokens());
+            stats.media_s += d.media_s;
+            stats.encode_s += d.encode_s;
+            stats.vision_s += d.vision_s;
+            stats.backbone_s += t.backbone_s;
+            stats.head_s += t.head_s;
+        }
+        stats.compute_s = t0.elapsed().as_secs_f64();
+        Ok(Done { body, stats })
     }
+}
+
+/// The System One response to `req` (bare, or in the Workers AI envelope on those routes).
+fn response_body(
+    req: &Request,
+    d: &Decision,
+    answer: &AnswerOptions,
+    shape: &Shape,
+) -> Result<String, ApiError> {
+    let response = build_response(
+        req,
+        &d.probabilities_f64(),
+        d.encoded.input_ids.len(),
+        answer,
+    )?;
+    Ok(match shape {
+        Shape::Workers { .. } => response.envelope(),
+        Shape::SystemOne | Shape::Batch => response.to_json_string(),
+    })
 }
 
 /// 200 with the answer and the informational headers of api.md.
@@ -265,6 +295,9 @@ fn success(app: &AppState, model: &LoadedModel, opts: &RequestOptions, done: Don
     }
     if done.stats.input_tokens > app.config.training_length {
         h.insert(X_CLEF_WARNING, HeaderValue::from_static(CONTEXT_WARNING));
+    }
+    if let Some(used) = done.stats.state_cache {
+        h.insert(X_CLEF_STATE_CACHE, HeaderValue::from_static(used.as_str()));
     }
     if opts.truncation == Truncation::State && done.stats.dropped_state_tokens > 0 {
         h.insert(

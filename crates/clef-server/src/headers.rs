@@ -20,6 +20,10 @@ pub const X_CLEF_WARNING: HeaderName = HeaderName::from_static("x-clef-warning")
 /// Response: state tokens dropped by requested truncation.
 pub const X_CLEF_TRUNCATED: HeaderName = HeaderName::from_static("x-clef-truncated-state-tokens");
 
+/// Response: `hit`, `miss` or `off`: whether the state was read from the state cache
+/// (docs/state-cache.md).
+pub const X_CLEF_STATE_CACHE: HeaderName = HeaderName::from_static("x-clef-state-cache");
+
 pub const CONTEXT_WARNING: &str = "context-beyond-training-length";
 
 /// How one request is run and answered.

@@ -112,6 +112,8 @@ pub struct Gauges<'a> {
     pub model_loaded: bool,
     pub draining: bool,
     pub resident_bytes: Option<u64>,
+    /// The loaded engine's state cache.
+    pub state_cache: Option<clef_engine::StateCacheStats>,
 }
 
 impl Metrics {
@@ -212,6 +214,44 @@ impl Metrics {
                 rss,
             );
         }
+        if let Some(c) = &g.state_cache {
+            counter(
+                &mut out,
+                "clef_state_cache_hits_total",
+                "Requests that started from a kept state.",
+                c.hits,
+            );
+            counter(
+                &mut out,
+                "clef_state_cache_misses_total",
+                "Requests that looked up their state, did not find it and computed it.",
+                c.misses,
+            );
+            counter(
+                &mut out,
+                "clef_state_cache_evictions_total",
+                "Kept states dropped to stay within the budget.",
+                c.evictions,
+            );
+            gauge(
+                &mut out,
+                "clef_state_cache_bytes",
+                "Bytes of kept states.",
+                c.bytes as u64,
+            );
+            gauge(
+                &mut out,
+                "clef_state_cache_entries",
+                "Kept states.",
+                c.entries as u64,
+            );
+            gauge(
+                &mut out,
+                "clef_state_cache_budget_bytes",
+                "Most bytes of kept states (--state-cache-mib; 0: off).",
+                c.budget_bytes as u64,
+            );
+        }
         counter(
             &mut out,
             "clef_decisions_total",
@@ -284,6 +324,7 @@ mod tests {
             model_loaded: true,
             draining: false,
             resident_bytes: Some(42),
+            state_cache: Some(clef_engine::StateCacheStats::default()),
         })
     }
 

@@ -114,6 +114,7 @@ impl Record {
                 backbone_ms = millis(s.backbone_s),
                 head_ms = millis(s.head_s),
                 compute_ms = millis(s.compute_s),
+                state_cache = s.state_cache.map(|u| u.as_str()),
                 "decision"
             ),
             None => tracing::info!(

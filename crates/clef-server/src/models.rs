@@ -34,6 +34,7 @@ fn clef_object(model: &LoadedModel, config: &ServerConfig) -> Value {
     let engine = &model.engine;
     let l = &engine.config.limits;
     let vision = engine.supports_vision();
+    let cache = engine.state_cache().config();
     json!({
         "model": model.names.primary(),
         "aliases": model.names.aliases(),
@@ -75,6 +76,18 @@ fn clef_object(model: &LoadedModel, config: &ServerConfig) -> Value {
         "format": model.format,
         // The linears' arithmetic: `exact` (f32) or `int8` (integer products, `--matmul`).
         "matmul": engine.matmul_mode().name(),
+        // Kept states (docs/state-cache.md): a request about a state already read runs only
+        // its question tokens.
+        "state_cache": {
+            "enabled": cache.budget_bytes > 0,
+            "budget_bytes": cache.budget_bytes,
+            "budget_mib": cache.budget_bytes >> 20,
+            "min_tokens": cache.min_tokens,
+        },
+        "batch": {
+            "route": crate::routes::BATCH,
+            "max_question_sets": clef_api::MAX_QUESTION_SETS,
+        },
         "revision": {
             "source": model.revision.source,
             "bundle_sha256": model.revision.bundle_sha256,

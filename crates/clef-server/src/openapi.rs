@@ -3,13 +3,14 @@
 
 use crate::names::ServedNames;
 use crate::request_id::MAX_CLIENT_ID_LEN;
-use crate::routes::{MODEL_SCHEMA, WORKERS, WORKERS_SHORT};
+use crate::routes::{BATCH, MODEL_SCHEMA, WORKERS, WORKERS_SHORT};
 use clef_api::Limits;
 use serde_json::{json, Map, Value};
 
 /// Every route the router serves, as (method, OpenAPI path); tests check both agree.
 pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/systemone"),
+    ("post", BATCH),
     ("post", WORKERS),
     ("post", WORKERS_SHORT),
     ("get", MODEL_SCHEMA),
@@ -71,7 +72,8 @@ fn decision_headers() -> Value {
         "x-clef-confidence": {"schema": {"type": "string", "enum": ["pmax", "typesafe", "entropy"]}, "description": "Confidence formula of choice and score answers."},
         "x-clef-model-revision": {"schema": {"type": "string"}, "description": "`source=REV; bundle-sha256=HEX` for a bundle, `config-sha256=HEX` for a release folder, else `unknown`."},
         "x-clef-warning": {"schema": {"type": "string", "enum": ["context-beyond-training-length"]}, "description": "Present when the prompt exceeds 16,384 tokens."},
-        "x-clef-truncated-state-tokens": {"schema": {"type": "integer"}, "description": "State tokens dropped, when truncation was requested and happened."},
+        "x-clef-truncated-state-tokens": {"schema": {"type": "integer"}, "description": "State tokens dropped, when truncation was requested and happened (a batch: the most of any set)."},
+        "x-clef-state-cache": {"schema": {"type": "string", "enum": ["hit", "miss", "off"]}, "description": "`hit`: the state's rows were read from the state cache; `miss`: looked up, computed (and kept if it fits the budget); `off`: not consulted (cache off, state under the minimum length, or larger than the budget). A batch: its first set."},
     });
     if let (Some(h), Some(extra)) = (h.as_object_mut(), extra.as_object()) {
         h.extend(extra.clone());
@@ -91,6 +93,8 @@ fn id_params() -> Vec<Value> {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum DecisionRoute {
     SystemOne,
+    /// `POST /v1/systemone/batch`.
+    Batch,
     /// The Workers AI path, with or without the `/client/v4/accounts/{account}` prefix.
     Workers {
         account: bool,
@@ -119,6 +123,7 @@ fn account_param() -> Value {
 fn decision_op(route: DecisionRoute, summary: &str) -> Value {
     let (ok_schema, body_schema) = match route {
         DecisionRoute::SystemOne => ("Response", "Request"),
+        DecisionRoute::Batch => ("BatchResponse", "BatchRequest"),
         DecisionRoute::Workers { .. } => ("Envelope", "WorkersRequest"),
     };
     let mut responses = error_responses();
@@ -169,6 +174,29 @@ fn schemas() -> Value {
                 "images": {"type": "array", "maxItems": 4, "items": {"$ref": "#/components/schemas/ImageItem"}},
                 "videos": {"type": "array", "maxItems": 4, "description": "Extension (on unless --no-video): a video file item, a bare array of image items (24 fps), or {frames, fps}."},
             },
+        },
+        "BatchRequest": {
+            "description": "One state (and its media) with up to 64 question sets, each validated like a request's questions; a bad set is named by its index (`question_sets[2]: ...`).",
+            "type": "object",
+            "required": ["model", "state", "question_sets"],
+            "additionalProperties": false,
+            "properties": {
+                "model": {"$ref": "#/components/schemas/Request/properties/model"},
+                "state": {"$ref": "#/components/schemas/Request/properties/state"},
+                "images": {"$ref": "#/components/schemas/Request/properties/images"},
+                "videos": {"$ref": "#/components/schemas/Request/properties/videos"},
+                "question_sets": {"type": "array", "minItems": 1, "maxItems": clef_api::MAX_QUESTION_SETS, "items": {
+                    "type": "object",
+                    "required": ["questions"],
+                    "additionalProperties": false,
+                    "properties": {"questions": {"$ref": "#/components/schemas/Request/properties/questions"}},
+                }},
+            },
+        },
+        "BatchResponse": {
+            "type": "object",
+            "required": ["results"],
+            "properties": {"results": {"type": "array", "description": "One System One response per question set, in order.", "items": {"$ref": "#/components/schemas/Response"}}},
         },
         "WorkersRequest": {
             "description": "A System One request on a Workers AI path: as Request, except that `model` may be left out (the URL names the model).",
@@ -291,6 +319,7 @@ pub fn document() -> Value {
         },
         "paths": {
             "/v1/systemone": {"post": decision_op(DecisionRoute::SystemOne, "Answer a System One request (bare response).")},
+            BATCH: {"post": decision_op(DecisionRoute::Batch, "Answer several independent question sets about one state: the state is read once (or taken from the state cache), then each set's schema; each result is the System One response that set would get alone.")},
             WORKERS: {"post": decision_op(DecisionRoute::Workers { account: true }, "Answer a System One request (Workers AI envelope).")},
             WORKERS_SHORT: {"post": decision_op(DecisionRoute::Workers { account: false }, "Answer a System One request (Workers AI envelope, short path).")},
             MODEL_SCHEMA: {"get": model_schema_op()},

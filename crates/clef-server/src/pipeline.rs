@@ -2,7 +2,7 @@
 //! clef-api, then the served-model checks of the route. This is also the fuzz target.
 
 use crate::names::ServedNames;
-use clef_api::{ApiError, Limits, Request};
+use clef_api::{ApiError, BatchRequest, Limits, Request};
 
 /// Which wire shape a decision route speaks.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -11,6 +11,41 @@ pub enum Shape {
     SystemOne,
     /// The Workers AI paths: the envelope, and the `{model}` of the path.
     Workers { model: String },
+    /// `POST /v1/systemone/batch`: `{results: [<System One response>, ...]}`.
+    Batch,
+}
+
+/// What a decision route runs: one request, or a batch of question sets about one state.
+#[derive(Debug)]
+pub enum Work {
+    One(Request),
+    Batch(BatchRequest),
+}
+
+impl Work {
+    pub fn questions(&self) -> usize {
+        match self {
+            Work::One(r) => r.questions.len(),
+            Work::Batch(b) => b.question_sets.iter().map(Vec::len).sum(),
+        }
+    }
+}
+
+/// Parse and validate a body of the route's shape.
+pub fn parse_work(
+    limits: &Limits,
+    names: &ServedNames,
+    shape: &Shape,
+    body: &[u8],
+) -> Result<Work, ApiError> {
+    match shape {
+        Shape::Batch => {
+            let batch = clef_api::parse_batch_request(body, limits)?;
+            check_body_model(names, shape, &batch.shared.model)?;
+            Ok(Work::Batch(batch))
+        }
+        _ => parse(limits, names, shape, body).map(Work::One),
+    }
 }
 
 /// 400/7000 when the path names a model this server does not serve. Checked before the body
@@ -53,7 +88,7 @@ pub fn parse(
     body: &[u8],
 ) -> Result<Request, ApiError> {
     let route_model = match shape {
-        Shape::SystemOne => None,
+        Shape::SystemOne | Shape::Batch => None,
         Shape::Workers { model } => Some(model.as_str()),
     };
     let req = clef_api::parse_routed_request(body, limits, route_model)?;

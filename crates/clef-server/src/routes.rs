@@ -18,6 +18,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 pub const SYSTEMONE: &str = "/v1/systemone";
+/// Several question sets about one state (docs/state-cache.md).
+pub const BATCH: &str = "/v1/systemone/batch";
 /// The Workers AI paths as documented (and as the metrics label them).
 pub const WORKERS: &str = "/client/v4/accounts/{account}/ai/run/@cf/cloudflare/{model}";
 pub const WORKERS_SHORT: &str = "/ai/run/@cf/cloudflare/{model}";
@@ -60,6 +62,7 @@ fn model_of_path(decoded: &str) -> Result<&str, ApiError> {
 pub fn router(app: Arc<AppState>) -> Router {
     Router::new()
         .route(SYSTEMONE, post(systemone))
+        .route(BATCH, post(batch))
         .route(WORKERS_ROUTE, post(workers))
         .route(WORKERS_SHORT_ROUTE, post(workers))
         .route(MODEL_SCHEMA, get(model_schema))
@@ -94,6 +97,12 @@ async fn systemone(State(app): State<Arc<AppState>>, req: Request) -> Response {
     let ctx = context(&app, &req);
     let (parts, body) = req.into_parts();
     decide::handle(app, ctx, Shape::SystemOne, parts.headers, body).await
+}
+
+async fn batch(State(app): State<Arc<AppState>>, req: Request) -> Response {
+    let ctx = context(&app, &req);
+    let (parts, body) = req.into_parts();
+    decide::handle(app, ctx, Shape::Batch, parts.headers, body).await
 }
 
 async fn workers(

@@ -58,6 +58,7 @@ impl AppState {
             model_loaded: self.model.get().is_some(),
             draining: self.is_draining(),
             resident_bytes: clef_model::memory::rss_bytes(),
+            state_cache: self.model.get().map(|m| m.engine.state_cache().stats()),
         })
     }
 }

@@ -1,10 +1,13 @@
 //! `clef decide`: answer one request file with a model, printing the System One response (or,
-//! with `--raw`, the unrounded logits and probabilities per question).
+//! with `--raw`, the unrounded logits and probabilities per question). A batch document
+//! (`{model, state, images?, videos?, question_sets: [...]}`, as `POST /v1/systemone/batch`
+//! takes it) prints `{"results": [...]}`, one response per set, the state read once.
 
 use super::request_file::{default_profile, parse_request_file, read_bytes, refuse};
 use super::settings::{EngineArgs, OutputArgs};
 use clap::Args;
-use clef_api::{build_response, Limits, Profile};
+use clef_api::json::parse_json_with_depth;
+use clef_api::{build_response, Json, Limits, Profile};
 use clef_encode::Truncation;
 use clef_engine::{raw::raw_json, DecideOptions, Engine};
 use std::io::Write;
@@ -34,12 +37,16 @@ pub struct DecideArgs {
     /// with unrounded values.
     #[arg(long)]
     pub raw: bool,
-    /// The System One request (or a reference fixture holding one under "request").
+    /// The System One request (or a reference fixture holding one under "request", or a batch
+    /// document with "question_sets").
     pub request: PathBuf,
 }
 
 pub fn run(args: DecideArgs) -> anyhow::Result<ExitCode> {
     let bytes = read_bytes(&args.request)?;
+    if is_batch(&bytes) {
+        return run_batch(args, &bytes);
+    }
     let profile = default_profile(&bytes, args.profile);
     let limits = Limits::for_profile(profile);
     let file = match parse_request_file(&bytes, &limits) {
@@ -83,6 +90,74 @@ pub fn run(args: DecideArgs) -> anyhow::Result<ExitCode> {
             "note: {} state tokens were dropped to fit the prompt budget",
             decision.dropped_state_tokens()
         );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Whether the file is a batch document (an object with `question_sets`).
+fn is_batch(bytes: &[u8]) -> bool {
+    matches!(parse_json_with_depth(bytes, 256), Ok(Json::Object(o)) if o.contains_key("question_sets"))
+}
+
+fn run_batch(args: DecideArgs, bytes: &[u8]) -> anyhow::Result<ExitCode> {
+    let limits = Limits::for_profile(args.profile.unwrap_or(Profile::Workers));
+    let mut batch = match clef_api::parse_batch_request(bytes, &limits) {
+        Ok(b) => b,
+        Err(e) => return Ok(refuse(&e)),
+    };
+    let engine = Engine::load(&args.engine.model, args.engine.config(limits)?)?;
+    let opts = DecideOptions {
+        truncation: if args.truncate {
+            Truncation::State
+        } else {
+            Truncation::Refuse
+        },
+        max_length: args.max_length,
+        ..Default::default()
+    };
+    let decisions = match engine.decide_batch(&mut batch, &opts) {
+        Ok(d) => d,
+        Err(e) => return Ok(refuse(&clef_server::api_error(e))),
+    };
+    let answer_opts = args.output.answer_options();
+    let mut results = Vec::with_capacity(decisions.len());
+    for (i, d) in decisions.iter().enumerate() {
+        let text = batch.with_set(
+            i,
+            |req| -> anyhow::Result<Result<String, clef_api::ApiError>> {
+                let response = match build_response(
+                    req,
+                    &d.probabilities_f64(),
+                    d.encoded.input_ids.len(),
+                    &answer_opts,
+                ) {
+                    Ok(r) => r,
+                    Err(e) => return Ok(Err(e)),
+                };
+                Ok(Ok(if args.raw {
+                    raw_json(&response, d)?.to_string()
+                } else {
+                    response.to_json_string()
+                }))
+            },
+        )?;
+        match text {
+            Ok(t) => results.push(t),
+            Err(e) => return Ok(refuse(&e)),
+        }
+    }
+    writeln!(
+        std::io::stdout().lock(),
+        "{}",
+        clef_api::batch_response_body(&results)
+    )?;
+    let dropped = decisions
+        .iter()
+        .map(|d| d.dropped_state_tokens())
+        .max()
+        .unwrap_or(0);
+    if dropped > 0 {
+        eprintln!("note: up to {dropped} state tokens were dropped to fit the prompt budget");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -2,7 +2,7 @@
 
 use clap::{Args, ValueEnum};
 use clef_api::{AnswerOptions, ConfidenceFormula, Limits};
-use clef_engine::EngineConfig;
+use clef_engine::{EngineConfig, StateCacheConfig};
 use clef_model::{MatmulMode, PrefillOrder, RunOptions};
 use std::path::{Path, PathBuf};
 
@@ -55,6 +55,14 @@ pub struct EngineArgs {
     pub max_context: Option<usize>,
     #[command(flatten)]
     pub matmul: MatmulArgs,
+    /// Memory for kept states, in MiB: a request about a state already read (the same state
+    /// and media, other questions) runs only its own question tokens. 0 turns the cache off
+    /// (for clients that must not learn from timing what others asked about; docs/state-cache.md).
+    #[arg(long, default_value_t = clef_engine::state_cache::DEFAULT_BUDGET_MIB, env = "CLEF_STATE_CACHE_MIB")]
+    pub state_cache_mib: usize,
+    /// States (media plus state tokens) shorter than this are not kept.
+    #[arg(long, default_value_t = clef_engine::state_cache::DEFAULT_MIN_TOKENS, env = "CLEF_STATE_CACHE_MIN_TOKENS")]
+    pub state_cache_min_tokens: usize,
 }
 
 /// `--matmul`, shared with `clef bench`.
@@ -91,8 +99,15 @@ impl EngineArgs {
         if let Some(c) = self.max_context {
             limits.max_context = c;
         }
+        let budget_bytes = self.state_cache_mib.checked_mul(1 << 20).ok_or_else(|| {
+            anyhow::anyhow!("--state-cache-mib {} is too large", self.state_cache_mib)
+        })?;
         let mut cfg = EngineConfig {
             limits,
+            state_cache: StateCacheConfig {
+                budget_bytes,
+                min_tokens: self.state_cache_min_tokens,
+            },
             run: RunOptions {
                 chunk_size: self.chunk,
                 order: if self.low_memory {
