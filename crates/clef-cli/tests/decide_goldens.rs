@@ -122,3 +122,78 @@ fn refusals_exit_with_status_2_and_name_the_problem() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `clef decide --raw` of a file on tiny-a under the reference profile: its output, after
+/// checking that it succeeded.
+fn decided(file: &std::path::Path) -> Json {
+    let out = decide("tiny-a", file, &["--profile", "reference"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    parse_json(&out.stdout).unwrap()
+}
+
+/// A batch document answers each set as `clef decide` answers it as a request of its own, raw
+/// numbers included; a bad set is refused by index with the refusal exit status.
+#[test]
+fn a_batch_document_answers_each_set_as_its_own_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let image = golden_of("tiny-a", "a22_image_one");
+    let request = image.request.as_object().unwrap();
+    let questions = request.get("questions").unwrap().to_json_string();
+    let other = r#"{"wide": {"type": "noul", "instructions": "Is the picture wider than tall?"}}"#;
+    let shared: Vec<String> = request
+        .iter()
+        .filter(|(k, _)| *k != "questions")
+        .map(|(k, v)| {
+            format!(
+                "{}:{}",
+                Json::String(k.to_owned()).to_json_string(),
+                v.to_json_string()
+            )
+        })
+        .collect();
+    let body = |sets: &[&str]| {
+        let sets: Vec<String> = sets
+            .iter()
+            .map(|q| format!(r#"{{"questions":{q}}}"#))
+            .collect();
+        format!(
+            "{{{},\"question_sets\":[{}]}}",
+            shared.join(","),
+            sets.join(",")
+        )
+    };
+    let batch = dir.path().join("batch.json");
+    std::fs::write(&batch, body(&[&questions, other])).unwrap();
+    let results = decided(&batch);
+    let results = results
+        .as_object()
+        .and_then(|o| o.get("results"))
+        .and_then(Json::as_array)
+        .expect("results")
+        .to_vec();
+    assert_eq!(results.len(), 2);
+    for (i, q) in [questions.as_str(), other].iter().enumerate() {
+        let single = dir.path().join(format!("single{i}.json"));
+        std::fs::write(
+            &single,
+            format!("{{{},\"questions\":{q}}}", shared.join(",")),
+        )
+        .unwrap();
+        let alone = decided(&single);
+        assert_eq!(
+            results[i].to_json_string(),
+            alone.to_json_string(),
+            "set {i}"
+        );
+    }
+
+    std::fs::write(&batch, body(&[&questions, r#"{"x": {"type": "bogus"}}"#])).unwrap();
+    let out = decide("tiny-a", &batch, &["--profile", "reference"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("question_sets[1]"), "{err}");
+}

@@ -443,6 +443,12 @@ fn probes_and_openapi() {
             }
             let req = if method == "get" {
                 Req::get(&concrete)
+            } else if path.ends_with("/batch") {
+                Req::post(
+                    &concrete,
+                    br#"{"model": "clef", "state": "s", "question_sets": [{"questions":
+                        {"q": {"type": "noul", "instructions": "Is it?"}}}]}"#,
+                )
             } else {
                 Req::post(&concrete, g_body().as_bytes())
             };
@@ -470,10 +476,12 @@ fn probes_and_openapi() {
         "Envelope",
         "Failure",
         "ModelList",
+        "BatchRequest",
+        "BatchResponse",
     ] {
         assert!(schemas.contains_key(name), "{name}");
     }
-    assert_eq!(paths.len(), 10);
+    assert_eq!(paths.len(), 11);
 }
 
 /// The `result` of a Workers envelope, as text.

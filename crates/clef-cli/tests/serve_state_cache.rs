@@ -70,11 +70,13 @@ fn goldens_answer_the_same_bytes_cold_after_other_questions_and_in_a_batch() {
     let server = Server::start(&["--profile", "reference", "--state-cache-min-tokens", "1"]);
     let models = server.send(&Req::get("/v1/models")).json();
     let entry = &field(&models, "data").as_array().unwrap()[0];
-    let cache = field(field(entry, "clef"), "state_cache").to_json_string();
-    assert_eq!(
-        cache,
-        r#"{"budget_bytes":1073741824,"budget_mib":1024,"enabled":true,"min_tokens":1}"#
-    );
+    let cache = field(field(entry, "clef"), "state_cache");
+    let number = |k: &str| field(cache, k).as_number().unwrap().as_f64();
+    assert_eq!(number("budget_bytes"), (2048u64 << 20) as f64);
+    assert_eq!(number("budget_mib"), 2048.0);
+    assert_eq!(number("min_tokens"), 1.0);
+    assert_eq!(field(cache, "enabled"), &Json::Bool(true));
+    let (fixed, per_token) = (number("bytes_fixed"), number("bytes_per_token"));
     let other_questions = clef_api::parse_json(OTHER.as_bytes()).unwrap();
     let mut checked = 0;
     for name in golden_names() {
@@ -116,12 +118,21 @@ fn goldens_answer_the_same_bytes_cold_after_other_questions_and_in_a_batch() {
     let m = server.metrics();
     let hits = m.value("clef_state_cache_hits_total");
     let misses = m.value("clef_state_cache_misses_total");
-    // per golden: the other questions, the request again, and both sets of the batch
-    assert_eq!((hits, misses), (4.0 * checked as f64, checked as f64));
+    // per golden: the other questions, the request again, and the batch's first set (its second
+    // set resumes from what the first one read)
+    assert_eq!((hits, misses), (3.0 * checked as f64, checked as f64));
     assert_eq!(m.value("clef_state_cache_entries"), checked as f64);
-    assert!(m.value("clef_state_cache_bytes") > 0.0);
+    // what is kept is what /v1/models says a state costs (media memos aside)
+    let kept = m.value("clef_state_cache_bytes");
+    assert!(
+        kept >= fixed * checked as f64 + per_token * 30.0 * checked as f64,
+        "{kept}"
+    );
     assert_eq!(m.value("clef_state_cache_evictions_total"), 0.0);
-    assert_eq!(m.value("clef_state_cache_budget_bytes"), 1073741824.0);
+    assert_eq!(
+        m.value("clef_state_cache_budget_bytes"),
+        (2048u64 << 20) as f64
+    );
 }
 
 #[test]
@@ -197,17 +208,33 @@ fn bad_batches_are_refused_by_set_and_the_server_keeps_serving() {
         assert_eq!(r.status, *status, "{body}: {}", r.text());
         assert!(r.text().contains(needle), "{needle}: {}", r.text());
     }
-    // a set whose prompt cannot fit is named too, and refused before any set runs
-    let long = "word ".repeat(20_000);
-    let body = format!(r#"{{"model": "clef", "state": "{long}", "question_sets": [{ok}]}}"#);
+    // a set whose prompt cannot fit is named too
+    let (state, big) = too_long_for_the_second_set();
+    let body = format!(
+        r#"{{"model": "clef", "state": "{state}", "question_sets": [{ok}, {{"questions": {{{big}}}}}]}}"#
+    );
     let r = server.post("/v1/systemone/batch", body.as_bytes());
     assert_eq!(r.status, 413, "{}", r.text());
-    assert!(r.text().contains("question_sets[0]"), "{}", r.text());
+    assert!(r.text().contains("question_sets[1]"), "{}", r.text());
     let body = format!(r#"{{"model": "clef", "state": "fine", "question_sets": [{ok}]}}"#);
     assert_eq!(
         server.post("/v1/systemone/batch", body.as_bytes()).status,
         200
     );
+}
+
+/// A state that fits the 16,384-token context with one short question but not with the 60
+/// questions of the second string.
+fn too_long_for_the_second_set() -> (String, String) {
+    let questions = (0..60)
+        .map(|i| {
+            format!(
+                r#""q{i}": {{"type": "noul", "instructions": "Is check {i} of the list true?"}}"#
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(",");
+    ("word ".repeat(7_750), questions)
 }
 
 /// Peak resident memory of the server process (VmHWM), in bytes.

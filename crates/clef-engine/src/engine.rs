@@ -296,12 +296,23 @@ impl Engine {
     /// the head, starting at the end of the state when the state cache holds it.
     pub fn decide(&self, req: &Request, opts: &DecideOptions) -> Result<Decision, EngineError> {
         let mut media = self.stage_media(req)?;
-        self.answer(req, &mut media, &mut BatchPrefixes::none(), opts)
+        let t1 = Instant::now();
+        let encoded = self.encode(req, &media.layout(), opts)?;
+        let encode_s = t1.elapsed().as_secs_f64();
+        self.answer(
+            req,
+            encoded,
+            encode_s,
+            &mut media,
+            &mut BatchPrefixes::none(),
+            opts,
+        )
     }
 
     /// Answer every question set of a batch about one state: the media are read once, the
     /// state's rows run once (or not at all on a cache hit), then each set's schema rows. A
-    /// set that fails fails the batch, named by its index.
+    /// set that fails fails the batch, named by its index; every set is encoded (and its
+    /// prompt's length checked) before any runs.
     pub fn decide_batch(
         &self,
         batch: &mut BatchRequest,
@@ -310,13 +321,25 @@ impl Engine {
         let mut media = self.stage_media(&batch.shared)?;
         let mut prefixes = BatchPrefixes {
             keep: batch.question_sets.len() > 1,
-            kept: Vec::new(),
+            kept: None,
         };
-        let mut out = Vec::with_capacity(batch.question_sets.len());
+        let at = |i: usize| move |e: EngineError| e.at(&format!("question_sets[{i}]"));
+        let layout = media.layout();
+        let mut encoded = Vec::with_capacity(batch.question_sets.len());
         for i in 0..batch.question_sets.len() {
+            let t1 = Instant::now();
+            let e = batch
+                .with_set(i, |req| self.encode(req, &layout, opts))
+                .map_err(at(i))?;
+            encoded.push((e, t1.elapsed().as_secs_f64()));
+        }
+        let mut out = Vec::with_capacity(encoded.len());
+        for (i, (e, encode_s)) in encoded.into_iter().enumerate() {
             let d = batch
-                .with_set(i, |req| self.answer(req, &mut media, &mut prefixes, opts))
-                .map_err(|e| e.at(&format!("question_sets[{i}]")))?;
+                .with_set(i, |req| {
+                    self.answer(req, e, encode_s, &mut media, &mut prefixes, opts)
+                })
+                .map_err(at(i))?;
             out.push(d);
         }
         Ok(out)
@@ -393,21 +416,22 @@ impl Engine {
         Ok(rows)
     }
 
-    /// One request with its media staged: encode, find or compute the state's prefix, run the
+    /// One encoded request with its media staged: find or compute the state's prefix, run the
     /// schema's rows and the head.
     fn answer(
         &self,
         req: &Request,
+        encoded: Encoded,
+        encode_s: f64,
         media: &mut MediaStage,
         batch: &mut BatchPrefixes,
         opts: &DecideOptions,
     ) -> Result<Decision, EngineError> {
         let (media_s0, vision_s0) = (media.media_s, media.vision_s);
         let t1 = Instant::now();
-        let encoded = self.encode(req, &media.layout(), opts)?;
         let cut = encoded.state_span().end;
         let positions = self.positions(&encoded, media.grids())?;
-        let encode_s = t1.elapsed().as_secs_f64();
+        let encode_s = encode_s + t1.elapsed().as_secs_f64();
         let mut prompt = Prompt {
             ids: &encoded.input_ids,
             positions,
@@ -436,7 +460,11 @@ impl Engine {
                 .lookup(&key, charge, cancelled)
                 .map_err(|_| EngineError::Cancelled)?
             {
-                Lookup::Hit(kept) => (self.resume(&prompt, &kept, cancelled)?, CacheUse::Hit),
+                Lookup::Hit(kept) => {
+                    let scored = self.resume(&prompt, &kept, cancelled)?;
+                    batch.put(key, kept);
+                    (scored, CacheUse::Hit)
+                }
                 Lookup::Miss(flight) => {
                     prompt.media = self.media_rows(req, media, &encoded)?;
                     let (scored, kept) = self.keep(&prompt, media, cancelled)?;
@@ -729,32 +757,34 @@ impl MediaStage {
     }
 }
 
-/// The prefixes a batch computed, for its later sets (kept here whether or not the shared
-/// cache is on or keeps them).
+/// The prefix a batch computed last, for its later sets (kept here whether or not the shared
+/// cache is on or keeps it). One: the sets of a batch share one state and so, unless truncation
+/// cuts it differently for schemas of different lengths, one cut; holding one bounds a batch's
+/// extra memory to one state.
 struct BatchPrefixes {
     /// Whether a computed prefix is worth keeping (more sets follow).
     keep: bool,
-    kept: Vec<(StateKey, Arc<CachedPrefix>)>,
+    kept: Option<(StateKey, Arc<CachedPrefix>)>,
 }
 
 impl BatchPrefixes {
     fn none() -> Self {
         BatchPrefixes {
             keep: false,
-            kept: Vec::new(),
+            kept: None,
         }
     }
 
     fn get(&self, key: &StateKey) -> Option<&CachedPrefix> {
         self.kept
-            .iter()
-            .find(|(k, _)| k == key)
+            .as_ref()
+            .filter(|(k, _)| k == key)
             .map(|(_, p)| p.as_ref())
     }
 
     fn put(&mut self, key: StateKey, prefix: Arc<CachedPrefix>) {
-        if self.keep && self.get(&key).is_none() {
-            self.kept.push((key, prefix));
+        if self.keep {
+            self.kept = Some((key, prefix));
         }
     }
 }

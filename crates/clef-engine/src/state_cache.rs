@@ -15,9 +15,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-/// The default budget: room for a handful of long Clef-Flash states (about 72 KiB per state
-/// token, docs/state-cache.md) beside the weights on a machine that runs the model at all.
-pub const DEFAULT_BUDGET_MIB: usize = 1024;
+/// The default budget: room for one full-context (16k-token) Clef-Flash state, or a dozen of
+/// 2k tokens (about 68 KiB per token plus 50 MiB, docs/state-cache.md), small beside the
+/// weights of the machines that run these models.
+pub const DEFAULT_BUDGET_MIB: usize = 2048;
 /// States (media plus state tokens) shorter than this are not kept: they cost little more to
 /// run again than the question tokens after them.
 pub const DEFAULT_MIN_TOKENS: usize = 256;

@@ -25,11 +25,17 @@ fn config(budget_bytes: usize) -> EngineConfig {
 }
 
 fn engine_at(dir: &Path, budget_bytes: usize) -> Engine {
+    // Run once per instruction set (.ci/run): fail unless CLEF_ISA took effect.
+    clef_testkit::isa::under_test();
     Engine::load(dir, config(budget_bytes)).unwrap()
 }
 
 fn engine(budget_bytes: usize) -> Engine {
-    engine_at(&fixtures().join("models/tiny-a"), budget_bytes)
+    engine_of("tiny-a", budget_bytes)
+}
+
+fn engine_of(model: &str, budget_bytes: usize) -> Engine {
+    engine_at(&fixtures().join("models").join(model), budget_bytes)
 }
 
 struct Golden {
@@ -39,7 +45,11 @@ struct Golden {
 }
 
 fn goldens(e: &Engine) -> Vec<Golden> {
-    let dir = fixtures().join("golden/tiny-a");
+    goldens_of(e, "tiny-a")
+}
+
+fn goldens_of(e: &Engine, model: &str) -> Vec<Golden> {
+    let dir = fixtures().join("golden").join(model);
     let mut paths: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -108,11 +118,20 @@ fn batch_of(sets: &[&Request]) -> BatchRequest {
 
 #[test]
 fn every_golden_answers_the_same_bytes_cold_after_another_request_and_in_a_batch() {
-    let cached = engine(64 << 20);
-    let off = engine(0);
-    let all = goldens(&cached);
+    let all = goldens(&engine(0));
     assert!(all.iter().any(|g| g.req.has_media()));
     assert!(all.iter().any(|g| !g.req.videos.is_empty()));
+    assert!(all.iter().any(|g| g.max_length.is_some_and(|m| m < 16_384)));
+    for model in ["tiny-a", "nano"] {
+        same_bytes_three_ways(model);
+    }
+}
+
+fn same_bytes_three_ways(model: &str) {
+    let cached = engine_of(model, 64 << 20);
+    let off = engine_of(model, 0);
+    let all = goldens_of(&cached, model);
+    assert!(!all.is_empty(), "{model}");
     for g in &all {
         let opts = options(g.max_length);
         let name = &g.name;
@@ -404,4 +423,63 @@ fn the_budget_holds_over_many_states() {
         .unwrap();
     assert_eq!(d.state_cache, CacheUse::Off);
     assert_eq!(picky.state_cache().stats().misses, 0);
+}
+
+/// Every set of a batch is encoded before any runs: a set whose prompt does not fit is refused
+/// by index and nothing ran (the run's cancellation poll, called at every chunk, never was).
+#[test]
+fn a_batch_checks_every_set_before_running_one() {
+    let e = engine(0);
+    let small = e
+        .parse(br#"{"model": "clef", "state": "", "questions": {"q": {"type": "noul", "instructions": "Is it?"}}}"#)
+        .unwrap();
+    let many: String = (0..60)
+        .map(|i| {
+            format!(
+                r#""q{i}": {{"type": "noul", "instructions": "Is check {i} of the list true?"}}"#
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(",");
+    let big = e
+        .parse(format!(r#"{{"model": "clef", "state": "", "questions": {{{many}}}}}"#).as_bytes())
+        .unwrap();
+    let state = Json::String("word ".repeat(7_750));
+    let fits = Request {
+        state: state.clone(),
+        ..small
+    };
+    let too_long = Request { state, ..big };
+    let polls = std::sync::atomic::AtomicUsize::new(0);
+    let counting = || {
+        polls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        false
+    };
+    let opts = DecideOptions {
+        cancelled: &counting,
+        ..Default::default()
+    };
+    assert!(e.decide(&fits, &opts).is_ok());
+    assert!(
+        polls.load(std::sync::atomic::Ordering::Relaxed) > 0,
+        "the run polls"
+    );
+    polls.store(0, std::sync::atomic::Ordering::Relaxed);
+    let err = e
+        .decide_batch(&mut batch_of(&[&fits, &too_long]), &opts)
+        .unwrap_err();
+    let clef_engine::EngineError::Refused(api) = err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(api.status, 413, "{}", api.message);
+    assert!(
+        api.message.starts_with("question_sets[1]: "),
+        "{}",
+        api.message
+    );
+    assert_eq!(
+        polls.load(std::sync::atomic::Ordering::Relaxed),
+        0,
+        "a set ran"
+    );
 }

@@ -83,6 +83,10 @@ fn clef_object(model: &LoadedModel, config: &ServerConfig) -> Value {
             "budget_bytes": cache.budget_bytes,
             "budget_mib": cache.budget_bytes >> 20,
             "min_tokens": cache.min_tokens,
+            // a state of n tokens (prefix, media and state) is charged fixed + n * per_token
+            "bytes_fixed": engine.model.prefix_bytes(0),
+            "bytes_per_token": engine.model.prefix_bytes(1) - engine.model.prefix_bytes(0)
+                + std::mem::size_of::<u32>(),
         },
         "batch": {
             "route": crate::routes::BATCH,
