@@ -388,3 +388,65 @@ fn internal_failures_are_500_5012() {
         5012,
     );
 }
+
+/// Video programs are found once at start-up: without an `ffmpeg` on `PATH` a video file is a
+/// 422 that says so (a frame list still works, and `/v1/models` says video files are off); an
+/// `--ffmpeg` that does not run stops the server at start-up, naming it.
+#[test]
+fn video_files_without_ffmpeg_are_a_422_decided_at_start_up() {
+    let empty = tempfile::tempdir().unwrap();
+    let server = Server::with(Options {
+        env: vec![("PATH", empty.path().display().to_string())],
+        ..Default::default()
+    });
+    // an MP4 header (`ftypisom`) and zeros, base64: refused before anything reads it
+    let mp4 = "AAAAGGZ0eXBpc29tAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA==";
+    let body = format!(
+        r#"{{"model": "clef", "state": "s", "videos": ["data:video/mp4;base64,{mp4}"],
+            "questions": {{"q": {{"type": "noul", "instructions": "Is it?"}}}}}}"#
+    );
+    let r = server.post(SYSTEMONE, body.as_bytes());
+    assert_failure(&r, 422, 5012);
+    let message = error_message(&r);
+    assert!(
+        message.contains("video files are not supported on this server")
+            && message.contains("`ffmpeg` was not found on PATH at start-up"),
+        "{message}"
+    );
+    // frame lists need no program
+    let g = golden("a26_video");
+    assert_eq!(
+        server.post(SYSTEMONE, g.request_text.as_bytes()).status,
+        200
+    );
+    let models = server.send(&Req::get("/v1/models")).text();
+    assert!(models.contains(r#""video_files":false"#), "{models}");
+    assert!(server
+        .log_text()
+        .contains("video files will be refused (422)"));
+
+    let mut broken = Server::with(Options {
+        args: vec!["--ffmpeg", "/nonexistent/clef-ffmpeg"],
+        wait_ready: false,
+        ..Default::default()
+    });
+    let test = "video_files_without_ffmpeg_are_a_422_decided_at_start_up";
+    if clef_testkit::tools::require(test, &["ffmpeg", "ffprobe"]).is_some() {
+        // with them: found once, logged with their versions, announced
+        let server = Server::start(&[]);
+        let log = server.log_text();
+        assert!(
+            log.contains("video programs") && log.contains("ffmpeg version"),
+            "{log}"
+        );
+        let models = server.send(&Req::get("/v1/models")).text();
+        assert!(models.contains(r#""video_files":true"#), "{models}");
+    }
+    let status = broken.wait_exit(Duration::from_secs(30));
+    assert!(!status.success());
+    assert!(
+        broken.log_text().contains("/nonexistent/clef-ffmpeg"),
+        "{}",
+        broken.log_text()
+    );
+}

@@ -35,8 +35,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (encoded, hidden) = engine
         .hidden_states(&req, &opts)
         .map_err(|e| e.to_string())?;
-    let media =
-        prepare_media(&req, &engine.processor, &engine.config.media).map_err(|e| e.message)?;
+    let media = prepare_media(
+        &req,
+        &engine.processor,
+        &engine.config.media,
+        engine.video_support(),
+    )
+    .map_err(|e| e.message)?;
     let pixels: Vec<&Vec<f32>> = media.inputs.iter().map(|i| &i.pixel_rows).collect();
     let grids: Vec<[usize; 3]> = media
         .inputs

@@ -5,7 +5,7 @@
 
 use crate::error::EngineError;
 use crate::identity::model_identity;
-use crate::media::{media_digest, prepare_media, PreparedMedia};
+use crate::media::{locate_video_tools, media_digest, prepare_media, PreparedMedia, VideoSupport};
 use crate::state_cache::{
     CacheUse, CachedPrefix, Lookup, MediaMemo, StateCache, StateCacheConfig, StateKey,
 };
@@ -39,6 +39,10 @@ pub struct EngineConfig {
     pub model_image_cap: bool,
     /// The state cache's budget and minimum state length.
     pub state_cache: StateCacheConfig,
+    /// `ffmpeg` and `ffprobe` for video files (`None`: from `PATH`); found once at load. A
+    /// given path that does not run is a load error; none on `PATH` refuses video files (422).
+    pub ffmpeg: Option<PathBuf>,
+    pub ffprobe: Option<PathBuf>,
 }
 
 impl Default for EngineConfig {
@@ -50,6 +54,8 @@ impl Default for EngineConfig {
             slab_rows: 1024,
             model_image_cap: true,
             state_cache: StateCacheConfig::default(),
+            ffmpeg: None,
+            ffprobe: None,
         }
     }
 }
@@ -123,6 +129,8 @@ pub struct Engine {
     /// What identifies the loaded weights ([`model_identity`]).
     identity: [u8; 32],
     state_cache: Arc<StateCache>,
+    /// The video programs found at load, or why video files are refused.
+    video: VideoSupport,
 }
 
 /// Softmax computed in f64 and rounded to f32: within one ulp of the reference's float32
@@ -167,6 +175,10 @@ impl Engine {
         let identity = model_identity(dir)
             .map_err(|e| LoadError::Identity(format!("{}: {e}", dir.display())))?;
         let state_cache = Arc::new(StateCache::new(config.state_cache.clone()));
+        let video = locate_video_tools(config.ffmpeg.as_deref(), config.ffprobe.as_deref());
+        if let (Err(reason), true) = (&video, config.ffmpeg.is_some() || config.ffprobe.is_some()) {
+            return Err(LoadError::VideoTools(reason.clone()));
+        }
         Ok(Engine {
             model,
             encoder,
@@ -175,11 +187,17 @@ impl Engine {
             dir: dir.to_path_buf(),
             identity,
             state_cache,
+            video,
         })
     }
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The programs video files are read with, or why video files are refused.
+    pub fn video_support(&self) -> &VideoSupport {
+        &self.video
     }
 
     /// The state cache this engine keeps and reads.
@@ -278,7 +296,7 @@ impl Engine {
             )));
         }
         let media = if has_media {
-            prepare_media(req, &self.processor, &self.config.media)?
+            prepare_media(req, &self.processor, &self.config.media, &self.video)?
         } else {
             PreparedMedia {
                 layout: Default::default(),
@@ -383,7 +401,7 @@ impl Engine {
 
     fn decode_media(&self, req: &Request, stage: &mut MediaStage) -> Result<(), EngineError> {
         let t0 = Instant::now();
-        let decoded = prepare_media(req, &self.processor, &self.config.media)?;
+        let decoded = prepare_media(req, &self.processor, &self.config.media, &self.video)?;
         stage.memo = Some(Arc::new(MediaMemo {
             layout: decoded.layout.clone(),
             grids: decoded.grids(),
@@ -838,6 +856,9 @@ pub enum LoadError {
     Tokenizer(String),
     #[error("processor_config.json: {0}")]
     Processor(String),
+    /// `--ffmpeg` or `--ffprobe` named a program that does not run.
+    #[error("video programs: {0}")]
+    VideoTools(String),
     /// The model folder's files could not be listed to identify the weights.
     #[error("identifying the model's files: {0}")]
     Identity(String),

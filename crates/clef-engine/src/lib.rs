@@ -14,5 +14,5 @@ pub use engine::{
     LoadError, PreparedPrompt,
 };
 pub use error::EngineError;
-pub use media::{media_digest, prepare_media, PreparedMedia};
+pub use media::{locate_video_tools, media_digest, prepare_media, PreparedMedia, VideoSupport};
 pub use state_cache::{CacheUse, StateCache, StateCacheConfig, StateCacheStats};

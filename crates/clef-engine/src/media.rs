@@ -3,7 +3,7 @@
 
 use clef_api::{ApiError, Request, VideoInput};
 use clef_encode::{ImageLayout, MediaLayout, VideoGroup, VideoLayout};
-use clef_media::{MediaError, MediaLimits, PatchGrid, ProcessorConfig, VisionInput};
+use clef_media::{FoundTools, MediaError, MediaLimits, PatchGrid, ProcessorConfig, VisionInput};
 use sha2::{Digest, Sha256};
 
 /// Every media item of a request, images first then videos (the order of the prompt's media
@@ -64,11 +64,34 @@ pub fn media_error(e: MediaError) -> ApiError {
     ApiError::new(e.status(), e.code(), e.to_string())
 }
 
-/// Decode and patchify every image and video of `req`.
+/// The programs video files are read with, as found once at start-up; `Err` says why video
+/// files are refused (frame lists need no program).
+pub type VideoSupport = Result<FoundTools, String>;
+
+/// Find `ffmpeg` and `ffprobe` for [`VideoSupport`]: the given paths, else `PATH`.
+pub fn locate_video_tools(
+    ffmpeg: Option<&std::path::Path>,
+    ffprobe: Option<&std::path::Path>,
+) -> VideoSupport {
+    clef_media::VideoTools::locate(ffmpeg, ffprobe).map_err(|e| match e {
+        MediaError::ToolMissing { program } => format!(
+            "`{program}` was not found {} at start-up (install ffmpeg, or pass --{program} PATH)",
+            if ffmpeg.is_some() || ffprobe.is_some() {
+                "where given or on PATH"
+            } else {
+                "on PATH"
+            }
+        ),
+        other => format!("{other} at start-up"),
+    })
+}
+
+/// Decode and patchify every image and video of `req`; video files with `tools`' programs.
 pub fn prepare_media(
     req: &Request,
     cfg: &ProcessorConfig,
     limits: &MediaLimits,
+    tools: &VideoSupport,
 ) -> Result<PreparedMedia, ApiError> {
     let mut layout = MediaLayout::default();
     let mut inputs = Vec::with_capacity(req.images.len() + req.videos.len());
@@ -89,9 +112,18 @@ pub fn prepare_media(
                     .collect();
                 clef_media::prepare_video_frames(&frames, *fps, cfg, limits)
             }
-            VideoInput::File(file) => {
-                clef_media::prepare_video_file(&file.content_type, &file.bytes, cfg, limits)
-            }
+            VideoInput::File(file) => match tools {
+                Ok(found) => clef_media::prepare_video_file_with(
+                    &found.tools,
+                    &file.content_type,
+                    &file.bytes,
+                    cfg,
+                    limits,
+                ),
+                Err(reason) => Err(MediaError::VideoFilesUnsupported {
+                    reason: reason.clone(),
+                }),
+            },
         }
         .map_err(|e| prefix(media_error(e), &format!("videos[{i}]")))?;
         layout.videos.push(VideoLayout {

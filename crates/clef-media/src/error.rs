@@ -87,6 +87,10 @@ pub enum MediaError {
         "video decoding needs `{program}`, which was not found on this server (install ffmpeg)"
     )]
     ToolMissing { program: String },
+    /// Video files cannot be read on this server: its video programs were not found (or did not
+    /// run) at start-up. The request asks for something this server does not do: a 422.
+    #[error("video files are not supported on this server: {reason}")]
+    VideoFilesUnsupported { reason: String },
     /// An external program failed for a reason that is not the input's fault.
     #[error("`{program}` failed: {message}")]
     ToolFailed { program: String, message: String },

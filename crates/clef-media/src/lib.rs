@@ -38,5 +38,5 @@ pub use source::{
 };
 pub use video::{
     prepare_video_file, prepare_video_file_with, prepare_video_frames, video_frame_target_size,
-    PreparedVideo, VideoGroup, VideoTools,
+    FoundTools, PreparedVideo, VideoGroup, VideoTools,
 };

@@ -618,3 +618,28 @@ fn damaged_mp4_files_are_refused_or_read_never_misread() {
     }
     eprintln!("damaged MP4s: {read} read, {refused} refused");
 }
+
+#[test]
+fn the_programs_are_found_once_with_their_versions() {
+    // an explicit path is used as given, and named when it does not run
+    let err = VideoTools::locate(Some(std::path::Path::new("/nonexistent/clef-ffmpeg")), None)
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("/nonexistent/clef-ffmpeg"),
+        "{err}"
+    );
+    let test = "the_programs_are_found_once_with_their_versions";
+    if clef_testkit::tools::require(test, &["ffmpeg", "ffprobe"]).is_none() {
+        return;
+    }
+    let found = VideoTools::locate(None, None).unwrap();
+    for (program, version, name) in [
+        (&found.tools.ffmpeg, &found.ffmpeg_version, "ffmpeg"),
+        (&found.tools.ffprobe, &found.ffprobe_version, "ffprobe"),
+    ] {
+        let path = std::path::Path::new(program);
+        assert!(path.is_absolute(), "{path:?}");
+        assert!(path.ends_with(name), "{path:?}");
+        assert!(version.starts_with(&format!("{name} version")), "{version}");
+    }
+}

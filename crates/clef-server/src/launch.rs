@@ -74,6 +74,19 @@ pub fn serve_blocking(launch: Launch) -> Result<(), LaunchError> {
                 let loading = tokio::task::spawn_blocking(move || load_model(&dir, engine, &names));
                 match loading.await {
                     Ok(Ok(model)) => {
+                        match model.engine.video_support() {
+                            Ok(found) => tracing::info!(
+                                ffmpeg = %found.tools.ffmpeg.to_string_lossy(),
+                                ffmpeg_version = %found.ffmpeg_version,
+                                ffprobe = %found.tools.ffprobe.to_string_lossy(),
+                                ffprobe_version = %found.ffprobe_version,
+                                "video programs"
+                            ),
+                            Err(reason) if model.engine.supports_vision() => {
+                                tracing::warn!("video files will be refused (422): {reason}")
+                            }
+                            Err(_) => {}
+                        }
                         tracing::info!(
                             names = %model.names.listing(),
                             revision = %model.revision.header_value(),

@@ -68,8 +68,10 @@ fn clef_object(model: &LoadedModel, config: &ServerConfig) -> Value {
             "max_json_depth": l.max_json_depth,
         },
         "vision": vision,
-        // Frame lists need only the vision tower; video files also need ffmpeg at run time.
+        // Frame lists need only the vision tower; video files also need ffmpeg and ffprobe,
+        // found once at start-up.
         "video": vision && l.videos_enabled,
+        "video_files": vision && l.videos_enabled && engine.video_support().is_ok(),
         "confidence": config.answer.confidence.as_str(),
         "rounding": config.answer.rounding,
         "truncate_state_by_default": config.truncate_state,

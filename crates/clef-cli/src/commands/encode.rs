@@ -176,7 +176,8 @@ fn layout_from_media(req: &Request, tokenizer: &Path) -> Result<MediaLayout, Api
         Some(file) => ProcessorConfig::from_file(&file).map_err(media_error)?,
         None => ProcessorConfig::default(),
     };
-    Ok(clef_engine::prepare_media(req, &cfg, &MediaLimits::default())?.layout)
+    let video = clef_engine::locate_video_tools(None, None);
+    Ok(clef_engine::prepare_media(req, &cfg, &MediaLimits::default(), &video)?.layout)
 }
 
 fn media_error(e: clef_media::MediaError) -> ApiError {

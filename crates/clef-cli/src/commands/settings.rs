@@ -60,6 +60,13 @@ pub struct EngineArgs {
     /// (for clients that must not learn from timing what others asked about; docs/state-cache.md).
     #[arg(long, default_value_t = clef_engine::state_cache::DEFAULT_BUDGET_MIB, env = "CLEF_STATE_CACHE_MIB")]
     pub state_cache_mib: usize,
+    /// The `ffmpeg` that decodes video files (default: the one on PATH, found once at start-up;
+    /// without one, video files are refused with a 422 and frame lists still work).
+    #[arg(long, env = "CLEF_FFMPEG")]
+    pub ffmpeg: Option<PathBuf>,
+    /// The `ffprobe` that reads video files' streams (default: the one on PATH).
+    #[arg(long, env = "CLEF_FFPROBE")]
+    pub ffprobe: Option<PathBuf>,
     /// States (media plus state tokens) shorter than this are not kept.
     #[arg(long, default_value_t = clef_engine::state_cache::DEFAULT_MIN_TOKENS, env = "CLEF_STATE_CACHE_MIN_TOKENS")]
     pub state_cache_min_tokens: usize,
@@ -108,6 +115,8 @@ impl EngineArgs {
                 budget_bytes,
                 min_tokens: self.state_cache_min_tokens,
             },
+            ffmpeg: self.ffmpeg.clone(),
+            ffprobe: self.ffprobe.clone(),
             run: RunOptions {
                 chunk_size: self.chunk,
                 order: if self.low_memory {

@@ -32,6 +32,8 @@ pub struct Options<'a> {
     pub args: Vec<&'a str>,
     pub threads: usize,
     pub wait_ready: bool,
+    /// Environment variables set for the server (after the developer's own are removed).
+    pub env: Vec<(&'a str, String)>,
 }
 
 impl Default for Options<'_> {
@@ -41,6 +43,7 @@ impl Default for Options<'_> {
             args: vec![],
             threads: 1,
             wait_ready: true,
+            env: vec![],
         }
     }
 }
@@ -75,6 +78,9 @@ impl Server {
             if (key.starts_with("CLEF_") && key != "CLEF_ISA") || key == "RUST_LOG" {
                 cmd.env_remove(key);
             }
+        }
+        for (key, value) in &opts.env {
+            cmd.env(key, value);
         }
         let mut child = cmd.spawn().expect("spawn clef serve");
         let stdout = child.stdout.take().expect("stdout");

@@ -39,7 +39,39 @@ impl Default for VideoTools {
     }
 }
 
+/// The programs as found at start-up, with the first line of each one's `-version`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoundTools {
+    /// Absolute paths.
+    pub tools: VideoTools,
+    pub ffmpeg_version: String,
+    pub ffprobe_version: String,
+}
+
 impl VideoTools {
+    /// Find both programs once, so that no request depends on `PATH`: an explicit path as
+    /// given, else the first executable `ffmpeg` / `ffprobe` on `PATH`, made absolute; each must
+    /// run `-version`. The error says which program is missing or broken.
+    pub fn locate(ffmpeg: Option<&Path>, ffprobe: Option<&Path>) -> Result<FoundTools, MediaError> {
+        let find = |given: Option<&Path>, name: &str| -> Result<(OsString, String), MediaError> {
+            let program = match given {
+                Some(p) => p.as_os_str().to_owned(),
+                None => on_path(name).ok_or_else(|| MediaError::ToolMissing {
+                    program: name.to_owned(),
+                })?,
+            };
+            let version = version_line(&program)?;
+            Ok((program, version))
+        };
+        let (ffmpeg, ffmpeg_version) = find(ffmpeg, "ffmpeg")?;
+        let (ffprobe, ffprobe_version) = find(ffprobe, "ffprobe")?;
+        Ok(FoundTools {
+            tools: VideoTools { ffmpeg, ffprobe },
+            ffmpeg_version,
+            ffprobe_version,
+        })
+    }
+
     /// Runs `-version` on both programs; a missing one gives [`MediaError::ToolMissing`].
     pub fn check(&self) -> Result<(), MediaError> {
         let timeout = Duration::from_secs(10);
@@ -55,6 +87,38 @@ impl VideoTools {
         }
         Ok(())
     }
+}
+
+/// The first executable file called `name` in a directory of `PATH`, as an absolute path.
+fn on_path(name: &str) -> Option<OsString> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(name))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .map(|p| p.into_os_string())
+}
+
+/// The first line of `program -version` (`ffmpeg version 5.1.6-0+deb12u1 ...`).
+fn version_line(program: &OsStr) -> Result<String, MediaError> {
+    let timeout = Duration::from_secs(10);
+    let args = [OsStr::new("-version")];
+    let done = run_collect(program, &args, Instant::now() + timeout, timeout, 1 << 20)?;
+    if !done.status.success() {
+        return Err(MediaError::ToolFailed {
+            program: program.to_string_lossy().into_owned(),
+            message: format!("`-version` exited with {}", done.status),
+        });
+    }
+    Ok(String::from_utf8_lossy(&done.result.unwrap_or_default())
+        .lines()
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_owned())
 }
 
 /// Facts about the first video stream.

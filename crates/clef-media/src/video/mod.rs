@@ -10,7 +10,7 @@ use std::time::Instant;
 use image::RgbImage;
 
 pub use container::{check_container, Container};
-pub use ffmpeg::{VideoTools, ALLOWED_CODECS};
+pub use ffmpeg::{FoundTools, VideoTools, ALLOWED_CODECS};
 
 use crate::config::{PreprocessConfig, ProcessorConfig};
 use crate::decode::{decode_image, probe_image};
