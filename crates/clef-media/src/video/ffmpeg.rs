@@ -74,16 +74,8 @@ impl VideoTools {
 
     /// Runs `-version` on both programs; a missing one gives [`MediaError::ToolMissing`].
     pub fn check(&self) -> Result<(), MediaError> {
-        let timeout = Duration::from_secs(10);
         for program in [&self.ffprobe, &self.ffmpeg] {
-            let args = [OsStr::new("-version")];
-            let done = run_collect(program, &args, Instant::now() + timeout, timeout, 1 << 20)?;
-            if !done.status.success() {
-                return Err(MediaError::ToolFailed {
-                    program: program.to_string_lossy().into_owned(),
-                    message: format!("`-version` exited with {}", done.status),
-                });
-            }
+            version_line(program)?;
         }
         Ok(())
     }
