@@ -267,3 +267,29 @@ fn connections_over_the_limit_wait_for_a_free_one() {
         other => panic!("the first connection was still open: {other:?}"),
     }
 }
+
+#[test]
+fn a_client_that_leaves_mid_body_is_counted_as_499() {
+    let server = Server::start(&[]);
+    let mut gone = std::net::TcpStream::connect(server.addr).unwrap();
+    gone.write_all(
+        b"POST /v1/systemone HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+          content-length: 1000\r\n\r\n{\"model\": ",
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    drop(gone);
+    let m = server.wait_metrics(Duration::from_secs(10), "the 499", |m| {
+        m.requests(SYSTEMONE, 499) == 1
+    });
+    assert_eq!(
+        m.requests(SYSTEMONE, 400),
+        0,
+        "a client that left is not a bad body"
+    );
+    let log = server.log_text();
+    assert!(
+        log.contains("the client closed the connection before sending the whole body"),
+        "{log}"
+    );
+}

@@ -22,8 +22,7 @@ pub async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<
     let mut buf: Vec<u8> = Vec::with_capacity(capacity);
     let mut body = body;
     while let Some(frame) = body.frame().await {
-        let frame = frame
-            .map_err(|e| ApiError::bad_json(format!("the request body could not be read: {e}")))?;
+        let frame = frame.map_err(read_error)?;
         if let Ok(data) = frame.into_data() {
             let seen = buf.len() + data.len();
             if seen > limit {
@@ -36,6 +35,48 @@ pub async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<
     }
     Ok(Bytes::from(buf))
 }
+
+/// A body that stops before its end because the client closed the connection is 499 (nginx's
+/// "client closed request", as the metrics count a client that leaves at any other point);
+/// any other read failure is the client's malformed body, 400/6003.
+fn read_error(e: axum::Error) -> ApiError {
+    if client_left(&e) {
+        ApiError::new(
+            CLIENT_CLOSED,
+            5012,
+            "the client closed the connection before sending the whole body",
+        )
+    } else {
+        ApiError::bad_json(format!("the request body could not be read: {e}"))
+    }
+}
+
+/// Whether a body read failed because the connection ended: hyper's incomplete message, or
+/// an end of file or reset under its body error (`IncompleteBody`).
+fn client_left(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(e);
+    while let Some(c) = cause {
+        if c.downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_incomplete_message)
+        {
+            return true;
+        }
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind::*;
+            if matches!(
+                io.kind(),
+                UnexpectedEof | ConnectionReset | ConnectionAborted | BrokenPipe
+            ) {
+                return true;
+            }
+        }
+        cause = c.source();
+    }
+    false
+}
+
+/// The status of a request whose client left before its response.
+pub const CLIENT_CLOSED: u16 = 499;
 
 #[cfg(test)]
 mod tests {
