@@ -345,6 +345,10 @@ impl Engine {
         let layout = media.layout();
         let mut encoded = Vec::with_capacity(batch.question_sets.len());
         for i in 0..batch.question_sets.len() {
+            // each set tokenizes the state again: a long state times 64 sets takes a while
+            if (opts.cancelled)() {
+                return Err(EngineError::Cancelled);
+            }
             let t1 = Instant::now();
             let e = batch
                 .with_set(i, |req| self.encode(req, &layout, opts))

@@ -426,7 +426,8 @@ fn the_budget_holds_over_many_states() {
 }
 
 /// Every set of a batch is encoded before any runs: a set whose prompt does not fit is refused
-/// by index and nothing ran (the run's cancellation poll, called at every chunk, never was).
+/// by index and nothing ran (the cancellation poll, called at every chunk of a run, was called
+/// only before encoding each set).
 #[test]
 fn a_batch_checks_every_set_before_running_one() {
     let e = engine(0);
@@ -460,10 +461,9 @@ fn a_batch_checks_every_set_before_running_one() {
         ..Default::default()
     };
     assert!(e.decide(&fits, &opts).is_ok());
-    assert!(
-        polls.load(std::sync::atomic::Ordering::Relaxed) > 0,
-        "the run polls"
-    );
+    // the prefill polls at every chunk (over a hundred here)
+    let run_polls = polls.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(run_polls > 100, "the run polled {run_polls} times");
     polls.store(0, std::sync::atomic::Ordering::Relaxed);
     let err = e
         .decide_batch(&mut batch_of(&[&fits, &too_long]), &opts)
@@ -477,9 +477,7 @@ fn a_batch_checks_every_set_before_running_one() {
         "{}",
         api.message
     );
-    assert_eq!(
-        polls.load(std::sync::atomic::Ordering::Relaxed),
-        0,
-        "a set ran"
-    );
+    // once before encoding each set, and no chunk ran
+    let polls = polls.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(polls <= 2, "{polls} polls: a set ran");
 }
