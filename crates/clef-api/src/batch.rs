@@ -9,9 +9,10 @@
 use crate::error::ApiError;
 use crate::json::{parse_json_with_depth, Json};
 use crate::limits::Limits;
-use crate::media::{parse_images, parse_videos};
 use crate::question::Question;
-use crate::request::{parse_questions, question_object, Request};
+use crate::request::{
+    body_object, media_fields, model_field, parse_questions, question_object, state_field, Request,
+};
 
 /// Question sets per batch at most.
 pub const MAX_QUESTION_SETS: usize = 64;
@@ -41,25 +42,9 @@ pub fn parse_batch_request(body: &[u8], limits: &Limits) -> Result<BatchRequest,
 
 impl BatchRequest {
     pub fn from_json(json: &Json, limits: &Limits) -> Result<BatchRequest, ApiError> {
-        let Json::Object(body) = json else {
-            return Err(ApiError::bad_json(format!(
-                "the request body must be a JSON object, got {}",
-                json.type_name()
-            )));
-        };
-        let model = match body.get("model") {
-            Some(Json::String(s)) => s.clone(),
-            Some(other) => {
-                return Err(ApiError::structure(format!(
-                    "model: must be a string, got {}",
-                    other.type_name()
-                )))
-            }
-            None => return Err(ApiError::structure("model: required")),
-        };
-        let Some(state) = body.get("state") else {
-            return Err(ApiError::structure("state: required (any JSON value)"));
-        };
+        let body = body_object(json)?;
+        let model = model_field(body, None)?;
+        let state = state_field(body)?;
         let sets = match body.get("question_sets") {
             Some(Json::Array(sets)) => sets,
             Some(other) => {
@@ -112,14 +97,7 @@ impl BatchRequest {
             .enumerate()
             .map(|(i, set)| parse_set(set, limits).map_err(|e| at_set(e, i)))
             .collect::<Result<Vec<_>, _>>()?;
-        let images = match body.get("images") {
-            None | Some(Json::Null) => Vec::new(),
-            Some(v) => parse_images(v, limits)?,
-        };
-        let videos = match body.get("videos") {
-            None | Some(Json::Null) => Vec::new(),
-            Some(v) => parse_videos(v, limits)?,
-        };
+        let (images, videos) = media_fields(body, limits)?;
         Ok(BatchRequest {
             shared: Request {
                 model,

@@ -57,28 +57,9 @@ impl Request {
         limits: &Limits,
         route_model: Option<&str>,
     ) -> Result<Request, ApiError> {
-        let Json::Object(body) = json else {
-            return Err(ApiError::bad_json(format!(
-                "the request body must be a JSON object, got {}",
-                json.type_name()
-            )));
-        };
-        let model = match body.get("model") {
-            Some(Json::String(s)) => s.clone(),
-            Some(other) => {
-                return Err(ApiError::structure(format!(
-                    "model: must be a string, got {}",
-                    other.type_name()
-                )))
-            }
-            None => match route_model {
-                Some(m) => m.to_owned(),
-                None => return Err(ApiError::structure("model: required")),
-            },
-        };
-        let Some(state) = body.get("state") else {
-            return Err(ApiError::structure("state: required (any JSON value)"));
-        };
+        let body = body_object(json)?;
+        let model = model_field(body, route_model)?;
+        let state = state_field(body)?;
         let questions = question_object(body.get("questions"))?;
         for key in body.keys() {
             if TOP_LEVEL_FIELDS.contains(&key) {
@@ -102,14 +83,7 @@ impl Request {
             )));
         }
         let questions = parse_questions(questions, limits)?;
-        let images = match body.get("images") {
-            None | Some(Json::Null) => Vec::new(),
-            Some(v) => parse_images(v, limits)?,
-        };
-        let videos = match body.get("videos") {
-            None | Some(Json::Null) => Vec::new(),
-            Some(v) => parse_videos(v, limits)?,
-        };
+        let (images, videos) = media_fields(body, limits)?;
         Ok(Request {
             model,
             state: state.clone(),
@@ -163,4 +137,54 @@ pub(crate) fn parse_questions(
         .iter()
         .map(|(id, q)| parse_question(id, q, limits))
         .collect()
+}
+
+/// The body as an object (400/6003 otherwise).
+pub(crate) fn body_object(json: &Json) -> Result<&JsonObject, ApiError> {
+    match json {
+        Json::Object(body) => Ok(body),
+        _ => Err(ApiError::bad_json(format!(
+            "the request body must be a JSON object, got {}",
+            json.type_name()
+        ))),
+    }
+}
+
+/// `model`: a string, or `route_model` when the body has none (a Workers path).
+pub(crate) fn model_field(
+    body: &JsonObject,
+    route_model: Option<&str>,
+) -> Result<String, ApiError> {
+    match body.get("model") {
+        Some(Json::String(s)) => Ok(s.clone()),
+        Some(other) => Err(ApiError::structure(format!(
+            "model: must be a string, got {}",
+            other.type_name()
+        ))),
+        None => route_model
+            .map(str::to_owned)
+            .ok_or_else(|| ApiError::structure("model: required")),
+    }
+}
+
+/// `state`: any JSON value, required.
+pub(crate) fn state_field(body: &JsonObject) -> Result<&Json, ApiError> {
+    body.get("state")
+        .ok_or_else(|| ApiError::structure("state: required (any JSON value)"))
+}
+
+/// `images` and `videos` (absent or null: none).
+pub(crate) fn media_fields(
+    body: &JsonObject,
+    limits: &Limits,
+) -> Result<(Vec<MediaInput>, Vec<VideoInput>), ApiError> {
+    let images = match body.get("images") {
+        None | Some(Json::Null) => Vec::new(),
+        Some(v) => parse_images(v, limits)?,
+    };
+    let videos = match body.get("videos") {
+        None | Some(Json::Null) => Vec::new(),
+        Some(v) => parse_videos(v, limits)?,
+    };
+    Ok((images, videos))
 }

@@ -49,14 +49,7 @@ fn goldens(e: &Engine) -> Vec<Golden> {
 }
 
 fn goldens_of(e: &Engine, model: &str) -> Vec<Golden> {
-    let dir = fixtures().join("golden").join(model);
-    let mut paths: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json") && !p.ends_with("manifest.json"))
-        .collect();
-    paths.sort();
-    paths
+    clef_testkit::fixtures::golden_files(model)
         .iter()
         .map(|p| {
             let raw = clef_api::parse_json(&std::fs::read(p).unwrap()).unwrap();
