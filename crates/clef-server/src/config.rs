@@ -39,9 +39,27 @@ pub struct ServerConfig {
     /// Time a connection may take to send a request head, and the longest an idle
     /// keep-alive connection is kept; a slow or silent client cannot hold a connection.
     pub header_timeout: Duration,
-    /// Connections open at once; further clients wait in the listen backlog.
+    /// Connections open at once. At the limit a new client takes the place of the connection
+    /// that has waited longest for a request head (silent, slow or idle keep-alive ones);
+    /// when every connection is in a request, new clients wait in the listen backlog.
     pub max_connections: usize,
+    /// Time a request body may take before its first byte, and the base of its allowance.
+    pub body_timeout: Duration,
+    /// Every this many bytes received extend the body's allowance by one second, so a body
+    /// must keep arriving at about this rate (0: `body_timeout` bounds the whole body).
+    pub min_body_rate: u64,
+    /// Bytes of request bodies held in memory at once, by all connections together; a body
+    /// that does not fit now is refused with 429 before it is read.
+    pub body_budget_bytes: usize,
 }
+
+/// 256 MiB: the default queue (1 running + 16 waiting) at the default body limit needs 221
+/// MiB, so the budget binds only when the queue is made deeper.
+pub const DEFAULT_BODY_BUDGET_BYTES: usize = 256 * 1024 * 1024;
+
+/// 64 KiB/s (about half a megabit): a 13 MiB body on a slow uplink still arrives, a body sent
+/// a byte at a time is cut off after `body_timeout`.
+pub const DEFAULT_MIN_BODY_RATE: u64 = 64 * 1024;
 
 impl Default for ServerConfig {
     fn default() -> Self {
@@ -58,6 +76,9 @@ impl Default for ServerConfig {
             training_length: TRAINING_LENGTH,
             header_timeout: Duration::from_secs(30),
             max_connections: 1024,
+            body_timeout: Duration::from_secs(10),
+            min_body_rate: DEFAULT_MIN_BODY_RATE,
+            body_budget_bytes: DEFAULT_BODY_BUDGET_BYTES,
         }
     }
 }
@@ -78,6 +99,10 @@ pub enum ConfigError {
     HeaderTimeout,
     #[error("at least one connection must be allowed")]
     Connections,
+    #[error("the body timeout must be longer than zero")]
+    BodyTimeout,
+    #[error("the body budget must hold at least one body of the largest size ({max_body} bytes), and at most 4 GiB may be one body")]
+    BodyBudget { max_body: usize },
 }
 
 impl ServerConfig {
@@ -105,6 +130,15 @@ impl ServerConfig {
         }
         if self.max_connections == 0 {
             return Err(ConfigError::Connections);
+        }
+        if self.body_timeout.is_zero() {
+            return Err(ConfigError::BodyTimeout);
+        }
+        // One body's reservation is taken in one piece (a u32 count of permits).
+        if self.body_budget_bytes < self.max_body_bytes || self.max_body_bytes > u32::MAX as usize {
+            return Err(ConfigError::BodyBudget {
+                max_body: self.max_body_bytes,
+            });
         }
         Ok(())
     }
@@ -146,5 +180,13 @@ mod tests {
             ConfigError::HeaderTimeout
         );
         assert_eq!(bad(|c| c.max_connections = 0), ConfigError::Connections);
+        assert_eq!(
+            bad(|c| c.body_timeout = Duration::ZERO),
+            ConfigError::BodyTimeout
+        );
+        assert_eq!(
+            bad(|c| c.body_budget_bytes = c.max_body_bytes - 1),
+            ConfigError::BodyBudget { max_body: 13 << 20 }
+        );
     }
 }

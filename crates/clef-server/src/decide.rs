@@ -1,11 +1,14 @@
-//! The decision routes: body → validated request → a place in the queue → the engine on a
-//! blocking thread → the System One response, bare or in the Workers AI envelope.
+//! The decision routes: a place in the queue → body → validated request → a computing slot →
+//! the engine on a blocking thread → the System One response, bare or in the Workers AI
+//! envelope.
 //!
-//! Only reading the body and waiting happen on the async runtime. Parsing (up to 13 MiB of
-//! JSON) and inference run on tokio's blocking pool; inference calls into the engine's rayon
-//! pool from there.
+//! The place comes first so that a full server refuses (429) before it reads or parses a
+//! byte: under a flood of requests the refused ones cost a head each, and the bodies in memory
+//! are those of admitted requests only (also bounded by the body budget). Only reading the
+//! body and waiting happen on the async runtime. Parsing (up to 13 MiB of JSON) and inference
+//! run on tokio's blocking pool; inference calls into the engine's rayon pool from there.
 
-use crate::body::read_body;
+use crate::body::{read_body, BodyRules};
 use crate::failures::api_error;
 use crate::headers::{
     request_options, RequestOptions, CONTEXT_WARNING, X_CLEF_CONFIDENCE, X_CLEF_MODEL_REVISION,
@@ -89,29 +92,44 @@ async fn run(
         pipeline::check_path_model(&model.names, path_model)?;
     }
     let opts = request_options(headers, &app.config)?;
-    // A client that trickles its body must not hold the request past its deadline.
-    let bytes = tokio::time::timeout_at(
+    let admitted = app.admission.try_admit().ok_or_else(ApiError::queue_full)?;
+    let rules = BodyRules {
+        max_bytes: app.config.max_body_bytes,
+        timeout: app.config.body_timeout,
+        min_rate: app.config.min_body_rate,
+    };
+    // The body's own pace bounds a trickle; the deadline still bounds everything.
+    let body = tokio::time::timeout_at(
         ctx.deadline,
-        read_body(headers, body, app.config.max_body_bytes),
+        read_body(headers, body, &rules, &app.body_budget),
     )
     .await
     .map_err(|_| ApiError::deadline())??;
-    stats.body_bytes = bytes.len();
+    stats.body_bytes = body.bytes.len();
 
     let t = Instant::now();
     let req = {
         let model = model.clone();
         let shape = shape.clone();
-        tokio::task::spawn_blocking(move || {
-            pipeline::parse_work(&model.engine.config.limits, &model.names, &shape, &bytes)
-        })
-        .await
-        .map_err(|e| ApiError::internal(format!("the request parser stopped: {e}")))??
+        let parse = tokio::task::spawn_blocking(move || {
+            let work = pipeline::parse_work(
+                &model.engine.config.limits,
+                &model.names,
+                &shape,
+                &body.bytes,
+            );
+            // The body's bytes and their reservation go back as soon as it is parsed.
+            drop(body);
+            work
+        });
+        tokio::time::timeout_at(ctx.deadline, parse)
+            .await
+            .map_err(|_| ApiError::deadline())?
+            .map_err(|e| ApiError::internal(format!("the request parser stopped: {e}")))??
     };
     stats.parse_s = t.elapsed().as_secs_f64();
     stats.questions = req.questions();
 
-    let admitted = app.admission.try_admit().ok_or_else(ApiError::queue_full)?;
     let t = Instant::now();
     let running = tokio::time::timeout_at(ctx.deadline, admitted.start())
         .await

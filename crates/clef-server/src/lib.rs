@@ -2,8 +2,9 @@
 //!
 //! The server binds first and loads the model in the background, so `/healthz` answers at
 //! once and `/readyz` (and `/health`) turn to 200 when the model is in memory. Decision
-//! requests are read with a byte limit, parsed and validated on the blocking pool, admitted
-//! into a bounded queue (429 when full), and computed on a dedicated blocking thread that calls
+//! requests take a place in a bounded queue before their body is read (429 when full), read
+//! their body under a byte limit, a server-wide byte budget and a pace, are parsed and
+//! validated on the blocking pool, and are computed on a dedicated blocking thread that calls
 //! into the engine's rayon pool; the async runtime's own threads never run inference. A
 //! request whose deadline passes or whose client goes away is stopped at the next prefill
 //! chunk boundary.
@@ -16,7 +17,9 @@
 pub mod admission;
 pub mod auth;
 pub mod body;
+pub mod body_budget;
 pub mod config;
+pub mod connections;
 pub mod decide;
 pub mod failures;
 pub mod headers;

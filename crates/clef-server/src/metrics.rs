@@ -2,6 +2,8 @@
 //! hand: a few atomics and two small histograms do not need a metrics framework.
 
 use crate::admission::Admission;
+use crate::body_budget::BodyBudget;
+use crate::connections::Connections;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,6 +29,13 @@ impl CancelReason {
             CancelReason::ClientGone => "client_gone",
         }
     }
+}
+
+/// Why the server closed a connection that had no request in progress.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClosedBy {
+    /// No complete request head within `--header-timeout` (a silent, slow or idle client).
+    HeaderTimeout,
 }
 
 pub struct Histogram {
@@ -87,6 +96,7 @@ pub struct Metrics {
     truncated_state_tokens: AtomicU64,
     cancelled_deadline: AtomicU64,
     cancelled_client_gone: AtomicU64,
+    closed_header_timeout: AtomicU64,
     prefill: Histogram,
     decision_duration: Histogram,
 }
@@ -100,6 +110,7 @@ impl Default for Metrics {
             truncated_state_tokens: AtomicU64::new(0),
             cancelled_deadline: AtomicU64::new(0),
             cancelled_client_gone: AtomicU64::new(0),
+            closed_header_timeout: AtomicU64::new(0),
             prefill: Histogram::new(PREFILL_BUCKETS),
             decision_duration: Histogram::new(PREFILL_BUCKETS),
         }
@@ -109,6 +120,8 @@ impl Default for Metrics {
 /// What the exposition shows besides the counters kept here.
 pub struct Gauges<'a> {
     pub admission: &'a Admission,
+    pub connections: &'a Connections,
+    pub body_budget: &'a BodyBudget,
     pub model_loaded: bool,
     pub draining: bool,
     pub resident_bytes: Option<u64>,
@@ -142,6 +155,13 @@ impl Metrics {
         match reason {
             CancelReason::Deadline => &self.cancelled_deadline,
             CancelReason::ClientGone => &self.cancelled_client_gone,
+        }
+        .fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn count_closed(&self, by: ClosedBy) {
+        match by {
+            ClosedBy::HeaderTimeout => &self.closed_header_timeout,
         }
         .fetch_add(1, Ordering::Relaxed);
     }
@@ -193,6 +213,46 @@ impl Metrics {
             "clef_concurrency",
             "Requests that may compute at the same time.",
             g.admission.concurrency() as u64,
+        );
+        gauge(
+            &mut out,
+            "clef_open_connections",
+            "Connections open now.",
+            g.connections.open_count() as u64,
+        );
+        gauge(
+            &mut out,
+            "clef_max_connections",
+            "Most connections open at once (--max-connections).",
+            g.connections.max() as u64,
+        );
+        out.push_str(
+            "# HELP clef_connections_closed_total Connections the server closed outside a request.\n",
+        );
+        out.push_str("# TYPE clef_connections_closed_total counter\n");
+        for (reason, v) in [
+            (
+                "header_timeout",
+                self.closed_header_timeout.load(Ordering::Relaxed),
+            ),
+            ("room_for_new_client", g.connections.evicted_total()),
+        ] {
+            let _ = writeln!(
+                out,
+                "clef_connections_closed_total{{reason=\"{reason}\"}} {v}"
+            );
+        }
+        gauge(
+            &mut out,
+            "clef_body_bytes_reserved",
+            "Bytes reserved by request bodies being read.",
+            g.body_budget.reserved() as u64,
+        );
+        gauge(
+            &mut out,
+            "clef_body_budget_bytes",
+            "Most bytes of request bodies read at once (--body-budget-mib).",
+            g.body_budget.total() as u64,
         );
         gauge(
             &mut out,
@@ -319,8 +379,12 @@ mod tests {
 
     fn render(m: &Metrics) -> String {
         let a = Admission::new(1, 2);
+        let c = Connections::new(8);
+        let b = BodyBudget::new(1000);
         m.render(&Gauges {
             admission: &a,
+            connections: &c,
+            body_budget: &b,
             model_loaded: true,
             draining: false,
             resident_bytes: Some(42),
@@ -348,6 +412,12 @@ mod tests {
         assert!(text.contains("clef_queue_capacity 3\n"));
         assert!(text.contains("clef_resident_memory_bytes 42\n"));
         assert!(text.contains("clef_model_loaded 1\n"));
+        assert!(text.contains("clef_max_connections 8\n"));
+        assert!(text.contains("clef_body_budget_bytes 1000\n"));
+        m.count_closed(ClosedBy::HeaderTimeout);
+        let text = render(&m);
+        assert!(text.contains("clef_connections_closed_total{reason=\"header_timeout\"} 1\n"));
+        assert!(text.contains("clef_connections_closed_total{reason=\"room_for_new_client\"} 0\n"));
     }
 
     #[test]

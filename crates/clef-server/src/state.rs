@@ -2,7 +2,9 @@
 //! draining flag.
 
 use crate::admission::Admission;
+use crate::body_budget::BodyBudget;
 use crate::config::ServerConfig;
+use crate::connections::Connections;
 use crate::loaded::LoadedModel;
 use crate::metrics::{Gauges, Metrics};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,6 +14,10 @@ pub struct AppState {
     pub config: ServerConfig,
     model: OnceLock<Arc<LoadedModel>>,
     pub admission: Arc<Admission>,
+    /// Open connections and whether each is in a request (the connection limit).
+    pub connections: Arc<Connections>,
+    /// Bytes of request bodies being read, for all connections together.
+    pub body_budget: BodyBudget,
     pub metrics: Metrics,
     draining: AtomicBool,
 }
@@ -20,9 +26,11 @@ impl AppState {
     pub fn new(config: ServerConfig) -> Arc<AppState> {
         let admission = Admission::new(config.concurrency, config.queue_depth);
         Arc::new(AppState {
-            config,
             model: OnceLock::new(),
             admission,
+            connections: Connections::new(config.max_connections),
+            body_budget: BodyBudget::new(config.body_budget_bytes),
+            config,
             metrics: Metrics::default(),
             draining: AtomicBool::new(false),
         })
@@ -55,6 +63,8 @@ impl AppState {
     pub fn metrics_text(&self) -> String {
         self.metrics.render(&Gauges {
             admission: &self.admission,
+            connections: &self.connections,
+            body_budget: &self.body_budget,
             model_loaded: self.model.get().is_some(),
             draining: self.is_draining(),
             resident_bytes: clef_model::memory::rss_bytes(),

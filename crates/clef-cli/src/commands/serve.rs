@@ -71,10 +71,25 @@ pub struct ServeArgs {
     /// keep-alive connection stays open. Slow or silent clients are disconnected.
     #[arg(long, default_value_t = 30.0, env = "CLEF_HEADER_TIMEOUT")]
     pub header_timeout: f64,
-    /// Connections open at once; further clients wait in the listen backlog until one
-    /// closes.
+    /// Connections open at once. At the limit, a new client takes the place of the
+    /// connection that has waited longest for a request head (silent, slow or idle); when
+    /// every connection is in a request, new clients wait in the listen backlog.
     #[arg(long, default_value_t = 1024, env = "CLEF_MAX_CONNECTIONS")]
     pub max_connections: usize,
+    /// Seconds a request body may take to start arriving, and the base of its allowance;
+    /// each --min-body-rate bytes received add one second. A body that falls behind is
+    /// refused with 408 (code 3007) and frees its place in the queue.
+    #[arg(long, default_value_t = 10.0, env = "CLEF_BODY_TIMEOUT")]
+    pub body_timeout: f64,
+    /// Bytes per second a request body must keep up after --body-timeout (0: the timeout
+    /// bounds the whole body). The default, 65536, is about half a megabit a second.
+    #[arg(long, default_value_t = clef_server::config::DEFAULT_MIN_BODY_RATE, env = "CLEF_MIN_BODY_RATE")]
+    pub min_body_rate: u64,
+    /// MiB of request bodies held in memory at once by all connections together; a body
+    /// that does not fit now is refused with 429 before it is read. Must hold one body of
+    /// --max-body-bytes.
+    #[arg(long, default_value_t = clef_server::config::DEFAULT_BODY_BUDGET_BYTES >> 20, env = "CLEF_BODY_BUDGET_MIB")]
+    pub body_budget_mib: usize,
     /// Seconds sent in Retry-After on 429 and 503.
     #[arg(long, default_value_t = 1, env = "CLEF_RETRY_AFTER")]
     pub retry_after: u64,
@@ -142,6 +157,9 @@ impl ServeArgs {
         {
             anyhow::bail!("--header-timeout must be a positive number of seconds");
         }
+        if !(self.body_timeout.is_finite() && self.body_timeout > 0.0 && self.body_timeout <= 1e6) {
+            anyhow::bail!("--body-timeout must be a positive number of seconds");
+        }
         if self.io_threads == 0 {
             anyhow::bail!("--io-threads must be at least 1");
         }
@@ -157,6 +175,9 @@ impl ServeArgs {
             retry_after_s: self.retry_after,
             header_timeout: Duration::from_secs_f64(self.header_timeout),
             max_connections: self.max_connections,
+            body_timeout: Duration::from_secs_f64(self.body_timeout),
+            min_body_rate: self.min_body_rate,
+            body_budget_bytes: self.body_budget_mib.saturating_mul(1 << 20),
             ..Default::default()
         };
         config.validate()?;
