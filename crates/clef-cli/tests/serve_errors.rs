@@ -346,8 +346,17 @@ fn queue_full_is_429_3040_with_retry_after() {
     let r = server.post(SYSTEMONE, valid().as_bytes());
     assert_failure(&r, 429, 3040);
     assert_eq!(r.header("retry-after"), Some("7"));
-    // Invalid requests still get their own error, not 429: they never take a place.
-    assert_failure(&server.post(SYSTEMONE, b"{"), 400, 6003);
+    // The place is taken before the body is read, so a full server refuses an invalid body
+    // the same way, without reading it; a declared length over the limit is known from the
+    // head and is final, so it is still 413.
+    assert_failure(&server.post(SYSTEMONE, b"{"), 429, 3040);
+    let mut over = std::net::TcpStream::connect(server.addr).unwrap();
+    std::io::Write::write_all(
+        &mut over,
+        b"POST /v1/systemone HTTP/1.1\r\nhost: x\r\ncontent-length: 99999999\r\n\r\n",
+    )
+    .unwrap();
+    assert_failure(&read_response(&mut over).unwrap(), 413, 5021);
     drop(held);
 }
 

@@ -42,6 +42,22 @@ pub struct ReadBody {
 /// front, so a client that declares 13 MiB and sends nothing costs no memory.
 const FIRST_CAPACITY: usize = 64 * 1024;
 
+/// The body's declared length, refused (413) when over the limit: checked from the head alone,
+/// before the request takes a place in the queue.
+pub fn declared_length(headers: &HeaderMap, limit: usize) -> Result<Option<usize>, ApiError> {
+    let declared = headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    match declared {
+        Some(n) if n > limit as u64 => Err(ApiError::too_large(format!(
+            "request body is {n} bytes, at most {limit}"
+        ))),
+        Some(n) => Ok(Some(n as usize)),
+        None => Ok(None),
+    }
+}
+
 pub async fn read_body(
     headers: &HeaderMap,
     body: Body,
@@ -49,18 +65,7 @@ pub async fn read_body(
     budget: &BodyBudget,
 ) -> Result<ReadBody, ApiError> {
     let limit = rules.max_bytes;
-    let declared = headers
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    if let Some(n) = declared {
-        if n > limit as u64 {
-            return Err(ApiError::too_large(format!(
-                "request body is {n} bytes, at most {limit}"
-            )));
-        }
-    }
-    let declared = declared.map(|n| n as usize);
+    let declared = declared_length(headers, limit)?;
     let mut reservation = budget
         .reserve(declared.unwrap_or(0))
         .ok_or_else(|| budget_full(budget))?;

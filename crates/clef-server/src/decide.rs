@@ -8,7 +8,7 @@
 //! body and waiting happen on the async runtime. Parsing (up to 13 MiB of JSON) and inference
 //! run on tokio's blocking pool; inference calls into the engine's rayon pool from there.
 
-use crate::body::{read_body, BodyRules};
+use crate::body::{declared_length, read_body, BodyRules};
 use crate::failures::api_error;
 use crate::headers::{
     request_options, RequestOptions, CONTEXT_WARNING, X_CLEF_CONFIDENCE, X_CLEF_MODEL_REVISION,
@@ -92,6 +92,9 @@ async fn run(
         pipeline::check_path_model(&model.names, path_model)?;
     }
     let opts = request_options(headers, &app.config)?;
+    // A declared length over the limit is final (413) and known from the head: say so before
+    // a 429 would only make the client try again.
+    declared_length(headers, app.config.max_body_bytes)?;
     let admitted = app.admission.try_admit().ok_or_else(ApiError::queue_full)?;
     let rules = BodyRules {
         max_bytes: app.config.max_body_bytes,
