@@ -50,10 +50,10 @@ fn error_responses() -> Value {
             "Allow",
             json!({"schema": {"type": "string"}, "description": "The methods the route answers, e.g. `POST`."}),
         ),
-        "408": r("3007: the request exceeded the server's processing deadline"),
+        "408": r("3007: the request exceeded the server's processing deadline, or its body arrived too slowly (--body-timeout, --min-body-rate)"),
         "413": r("5021: body over the byte limit, or prompt over max_context (measured and allowed numbers in the message)"),
         "422": r("5012: value-level validation failure (counts, id pattern, unknown field, media, number range, header value)"),
-        "429": retry("3040: admission queue full"),
+        "429": retry("3040: admission queue full (decided from the request head; the body is not read), or the server's body budget is in use"),
         "500": r("5012: internal failure; message starts with \"Clef inference failed\""),
         "503": retry("3040: model still loading, or the server is shutting down"),
     })
