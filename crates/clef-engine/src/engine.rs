@@ -5,14 +5,16 @@
 
 use crate::error::EngineError;
 use crate::identity::model_identity;
-use crate::media::{locate_video_tools, media_digest, prepare_media, PreparedMedia, VideoSupport};
+use crate::media::{
+    locate_video_tools, media_digest, prepare_media_with_cancel, PreparedMedia, VideoSupport,
+};
 use crate::state_cache::{
     CacheUse, CachedPrefix, Lookup, MediaMemo, StateCache, StateCacheConfig, StateKey,
 };
 use clef_api::{ApiError, BatchRequest, Limits, Request};
 use clef_encode::{EncodeOptions, Encoded, Encoder, MediaKind, MediaLayout, Truncation};
 use clef_formats::BundleFormat;
-use clef_media::{MediaLimits, PatchGrid, ProcessorConfig};
+use clef_media::{Cancel, MediaLimits, PatchGrid, ProcessorConfig};
 use clef_model::vision::{VisionGrid, VisionItem};
 use clef_model::{
     MatmulMode, MediaRows, Model, ModelError, OptionLayout, Positions, PrefillOrder, PrefixUse,
@@ -66,9 +68,15 @@ pub struct DecideOptions<'a> {
     pub truncation: Truncation,
     /// Prompt budget in tokens; `None` uses the limits' `max_context`.
     pub max_length: Option<usize>,
-    /// Polled at every chunk boundary; true stops the request (client gone, deadline passed).
-    pub cancelled: &'a (dyn Fn() -> bool + Sync),
+    /// Polled at every chunk boundary of the prefill, and by media preparation (between items
+    /// and frames, inside resizing and patchify, while ffmpeg runs) and the vision tower
+    /// (between blocks); true stops the request (client gone, deadline passed, shutdown) with
+    /// [`EngineError::Cancelled`].
+    pub cancelled: Cancelled<'a>,
 }
+
+/// The caller's stop predicate, as [`DecideOptions::cancelled`] carries it.
+type Cancelled<'a> = &'a (dyn Fn() -> bool + Sync);
 
 impl Default for DecideOptions<'_> {
     fn default() -> Self {
@@ -257,7 +265,7 @@ impl Engine {
     ) -> Result<PreparedPrompt, EngineError> {
         let (media, encoded, media_s, encode_s) = self.media_and_encoding(req, opts)?;
         let t2 = Instant::now();
-        let (media_rows, positions) = self.place_media(&encoded, &media)?;
+        let (media_rows, positions) = self.place_media(&encoded, &media, opts.cancelled)?;
         let vision_s = t2.elapsed().as_secs_f64();
         Ok(PreparedPrompt {
             encoded,
@@ -296,7 +304,13 @@ impl Engine {
             )));
         }
         let media = if has_media {
-            prepare_media(req, &self.processor, &self.config.media, &self.video)?
+            prepare_media_with_cancel(
+                req,
+                &self.processor,
+                &self.config.media,
+                &self.video,
+                Cancel::new(opts.cancelled),
+            )?
         } else {
             PreparedMedia {
                 layout: Default::default(),
@@ -313,7 +327,7 @@ impl Engine {
     /// Answer one validated request: media, encoding, the vision tower, the backbone and
     /// the head, starting at the end of the state when the state cache holds it.
     pub fn decide(&self, req: &Request, opts: &DecideOptions) -> Result<Decision, EngineError> {
-        let mut media = self.stage_media(req)?;
+        let mut media = self.stage_media(req, opts.cancelled)?;
         let t1 = Instant::now();
         let encoded = self.encode(req, &media.layout(), opts)?;
         let encode_s = t1.elapsed().as_secs_f64();
@@ -336,7 +350,7 @@ impl Engine {
         batch: &mut BatchRequest,
         opts: &DecideOptions,
     ) -> Result<Vec<Decision>, EngineError> {
-        let mut media = self.stage_media(&batch.shared)?;
+        let mut media = self.stage_media(&batch.shared, opts.cancelled)?;
         let mut prefixes = BatchPrefixes {
             keep: batch.question_sets.len() > 1,
             kept: None,
@@ -376,7 +390,11 @@ impl Engine {
 
     /// The media of `req` as far as encoding needs them: from the state cache's memo of the
     /// same media when it has one (no decoding), else decoded.
-    fn stage_media(&self, req: &Request) -> Result<MediaStage, EngineError> {
+    fn stage_media(
+        &self,
+        req: &Request,
+        cancelled: Cancelled<'_>,
+    ) -> Result<MediaStage, EngineError> {
         if !req.has_media() {
             return Ok(MediaStage::default());
         }
@@ -398,14 +416,25 @@ impl Engine {
             .digest
             .and_then(|d| self.state_cache.media_memo(&run, &d));
         if stage.memo.is_none() {
-            self.decode_media(req, &mut stage)?;
+            self.decode_media(req, &mut stage, cancelled)?;
         }
         Ok(stage)
     }
 
-    fn decode_media(&self, req: &Request, stage: &mut MediaStage) -> Result<(), EngineError> {
+    fn decode_media(
+        &self,
+        req: &Request,
+        stage: &mut MediaStage,
+        cancelled: Cancelled<'_>,
+    ) -> Result<(), EngineError> {
         let t0 = Instant::now();
-        let decoded = prepare_media(req, &self.processor, &self.config.media, &self.video)?;
+        let decoded = prepare_media_with_cancel(
+            req,
+            &self.processor,
+            &self.config.media,
+            &self.video,
+            Cancel::new(cancelled),
+        )?;
         stage.memo = Some(Arc::new(MediaMemo {
             layout: decoded.layout.clone(),
             grids: decoded.grids(),
@@ -422,18 +451,19 @@ impl Engine {
         req: &Request,
         stage: &mut MediaStage,
         encoded: &Encoded,
+        cancelled: Cancelled<'_>,
     ) -> Result<Vec<MediaRows>, EngineError> {
         if !req.has_media() {
             return Ok(vec![]);
         }
         if stage.decoded.is_none() {
-            self.decode_media(req, stage)?;
+            self.decode_media(req, stage, cancelled)?;
         }
         let Some(decoded) = &stage.decoded else {
             return Err(EngineError::internal("media were not decoded"));
         };
         let t0 = Instant::now();
-        let (rows, _) = self.place_media(encoded, decoded)?;
+        let (rows, _) = self.place_media(encoded, decoded, cancelled)?;
         stage.vision_s += t0.elapsed().as_secs_f64();
         Ok(rows)
     }
@@ -488,7 +518,7 @@ impl Engine {
                     (scored, CacheUse::Hit)
                 }
                 Lookup::Miss(flight) => {
-                    prompt.media = self.media_rows(req, media, &encoded)?;
+                    prompt.media = self.media_rows(req, media, &encoded, cancelled)?;
                     let (scored, kept) = self.keep(&prompt, media, cancelled)?;
                     flight.fulfil(kept.clone());
                     batch.put(key, kept);
@@ -496,7 +526,7 @@ impl Engine {
                 }
             }
         } else {
-            prompt.media = self.media_rows(req, media, &encoded)?;
+            prompt.media = self.media_rows(req, media, &encoded, cancelled)?;
             if batch.keep {
                 let (scored, kept) = self.keep(&prompt, media, cancelled)?;
                 batch.put(key, kept);
@@ -699,6 +729,7 @@ impl Engine {
         &self,
         encoded: &Encoded,
         media: &PreparedMedia,
+        cancelled: Cancelled<'_>,
     ) -> Result<(Vec<MediaRows>, Positions), EngineError> {
         let len = encoded.input_ids.len();
         if media.is_empty() {
@@ -722,12 +753,14 @@ impl Engine {
                 },
             })
             .collect();
-        // the vision tower runs with the run's numerics (FP16 emulation: as on the ANE)
+        // the vision tower runs with the run's numerics (FP16 emulation: as on the ANE), and
+        // stops between its blocks when the request is cancelled
         let outputs = tower
-            .forward_with(
+            .forward_with_cancel(
                 &items,
                 self.config.slab_rows,
                 self.config.run.numerics.as_ref(),
+                cancelled,
             )
             .map_err(EngineError::from)?;
         let hidden = self.model.hidden();

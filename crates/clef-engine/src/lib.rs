@@ -14,5 +14,8 @@ pub use engine::{
     LoadError, PreparedPrompt,
 };
 pub use error::EngineError;
-pub use media::{locate_video_tools, media_digest, prepare_media, PreparedMedia, VideoSupport};
+pub use media::{
+    locate_video_tools, media_digest, prepare_media, prepare_media_with_cancel, PreparedMedia,
+    VideoSupport,
+};
 pub use state_cache::{CacheUse, StateCache, StateCacheConfig, StateCacheStats};

@@ -3,8 +3,12 @@
 
 use clef_api::{ApiError, Request, VideoInput};
 use clef_encode::{ImageLayout, MediaLayout, VideoGroup, VideoLayout};
-use clef_media::{FoundTools, MediaError, MediaLimits, PatchGrid, ProcessorConfig, VisionInput};
+use clef_media::{
+    Cancel, FoundTools, MediaError, MediaLimits, PatchGrid, ProcessorConfig, VisionInput,
+};
 use sha2::{Digest, Sha256};
+
+use crate::error::EngineError;
 
 /// Every media item of a request, images first then videos (the order of the prompt's media
 /// piece and of the vision tower's outputs).
@@ -93,11 +97,34 @@ pub fn prepare_media(
     limits: &MediaLimits,
     tools: &VideoSupport,
 ) -> Result<PreparedMedia, ApiError> {
+    prepare_media_with_cancel(req, cfg, limits, tools, Cancel::never()).map_err(|e| match e {
+        EngineError::Refused(e) => e,
+        // never cancelled, and media preparation has no internal errors of its own
+        other => ApiError::new(500, 5012, other.to_string()),
+    })
+}
+
+/// [`prepare_media`] polling `cancel` (the request's own predicate) before every item and
+/// inside every long step of clef-media; a cancelled preparation is
+/// [`EngineError::Cancelled`], never an error of the media.
+pub fn prepare_media_with_cancel(
+    req: &Request,
+    cfg: &ProcessorConfig,
+    limits: &MediaLimits,
+    tools: &VideoSupport,
+    cancel: Cancel,
+) -> Result<PreparedMedia, EngineError> {
     let mut layout = MediaLayout::default();
     let mut inputs = Vec::with_capacity(req.images.len() + req.videos.len());
     for (i, image) in req.images.iter().enumerate() {
-        let p = clef_media::prepare_image(&image.content_type, &image.bytes, cfg, limits)
-            .map_err(|e| prefix(media_error(e), &format!("images[{i}]")))?;
+        let p = clef_media::prepare_image_with_cancel(
+            &image.content_type,
+            &image.bytes,
+            cfg,
+            limits,
+            cancel,
+        )
+        .map_err(|e| refusal(e, &format!("images[{i}]")))?;
         layout.images.push(ImageLayout {
             merged_tokens: p.merged_tokens,
         });
@@ -110,22 +137,23 @@ pub fn prepare_media(
                     .iter()
                     .map(|f| (f.content_type.as_str(), f.bytes.as_slice()))
                     .collect();
-                clef_media::prepare_video_frames(&frames, *fps, cfg, limits)
+                clef_media::prepare_video_frames_with_cancel(&frames, *fps, cfg, limits, cancel)
             }
             VideoInput::File(file) => match tools {
-                Ok(found) => clef_media::prepare_video_file_with(
+                Ok(found) => clef_media::prepare_video_file_with_cancel(
                     &found.tools,
                     &file.content_type,
                     &file.bytes,
                     cfg,
                     limits,
+                    cancel,
                 ),
                 Err(reason) => Err(MediaError::VideoFilesUnsupported {
                     reason: reason.clone(),
                 }),
             },
         }
-        .map_err(|e| prefix(media_error(e), &format!("videos[{i}]")))?;
+        .map_err(|e| refusal(e, &format!("videos[{i}]")))?;
         layout.videos.push(VideoLayout {
             groups: p
                 .groups
@@ -139,6 +167,15 @@ pub fn prepare_media(
         inputs.push(p.input);
     }
     Ok(PreparedMedia { layout, inputs })
+}
+
+/// A media error as the engine reports it: the caller's cancellation stays a cancellation;
+/// anything else is the item's wire error, prefixed with its place in the request.
+fn refusal(e: MediaError, path: &str) -> EngineError {
+    match e {
+        MediaError::Cancelled => EngineError::Cancelled,
+        e => EngineError::Refused(prefix(media_error(e), path)),
+    }
 }
 
 fn prefix(mut e: ApiError, path: &str) -> ApiError {

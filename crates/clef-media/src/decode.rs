@@ -180,6 +180,10 @@ fn open<'a>(
         AnyDecoder::WebP(d) => d.dimensions(),
     };
     check_pixels(width, height, limits)?;
+    if kind == ImageKind::Jpeg {
+        // libjpeg's work is pixels × scans: bound it before anything is decoded
+        crate::jpeg_scans::check_scans(bytes, width, height, limits)?;
+    }
     let orientation = match &mut decoder {
         AnyDecoder::Png(d) => d.orientation(),
         AnyDecoder::Jpeg(d) => d.orientation(),

@@ -94,6 +94,33 @@ pub enum MediaError {
     /// An external program failed for a reason that is not the input's fault.
     #[error("`{program}` failed: {message}")]
     ToolFailed { program: String, message: String },
+    /// A JPEG with more scans than allowed: libjpeg re-reads the whole image for every scan, so
+    /// the scan count (alone, and times the pixel count) bounds the decoding work. Counted from
+    /// the markers before libjpeg sees the file.
+    #[error("the JPEG has {scans} scans ({width}x{height} pixels); at most {limit} are accepted for this size (at most {max_scans} scans, and scans x pixels at most {max_scan_pixels})")]
+    TooManyScans {
+        scans: u64,
+        width: u32,
+        height: u32,
+        limit: u64,
+        max_scans: u64,
+        max_scan_pixels: u64,
+    },
+    /// Decoding a video file would decode more pixels than allowed (every frame up to the last
+    /// sampled one is decoded).
+    #[error("decoding this video means decoding {frames} frames of {width}x{height} pixels ({pixels} pixels), over the limit of {limit} decoded pixels per video")]
+    TooMuchVideoWork {
+        frames: u64,
+        width: u32,
+        height: u32,
+        pixels: u64,
+        limit: u64,
+    },
+    /// The caller's cancellation predicate said stop (client gone, deadline passed, shutdown).
+    /// Callers that pass a predicate report this as their own cancellation, not as an error
+    /// of the media; the status below is only a fallback.
+    #[error("media preparation was cancelled")]
+    Cancelled,
     /// Decoding took longer than the configured deadline.
     #[error("video decoding exceeded the deadline of {seconds} s")]
     Timeout { seconds: f64 },
@@ -113,7 +140,7 @@ impl MediaError {
             | MediaError::ToolFailed { .. }
             | MediaError::Io(_)
             | MediaError::Config(_) => 500,
-            MediaError::Timeout { .. } => 408,
+            MediaError::Timeout { .. } | MediaError::Cancelled => 408,
             _ => 422,
         }
     }
@@ -122,7 +149,7 @@ impl MediaError {
     /// an overrun deadline.
     pub fn code(&self) -> u32 {
         match self {
-            MediaError::Timeout { .. } => 3007,
+            MediaError::Timeout { .. } | MediaError::Cancelled => 3007,
             _ => 5012,
         }
     }

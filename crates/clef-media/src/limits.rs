@@ -27,8 +27,22 @@ pub struct MediaLimits {
     pub max_video_bytes: u64,
     /// Duration of a video file (300 s).
     pub max_video_seconds: f64,
-    /// Wall-clock bound on all ffprobe/ffmpeg work for one video (30 s).
+    /// Wall-clock bound on all ffprobe/ffmpeg work for one video (30 s). The decoding run gets
+    /// less when its work is small (docs/media.md, *Cancellation and work bounds*).
     pub video_decode_timeout: Duration,
+    /// Scans per JPEG (100): ten times libjpeg's default progressive script (10 scans for
+    /// colour), several times what mozjpeg's scan optimisation writes; only hand-made or
+    /// hostile files carry more. libjpeg reads the whole image once per scan.
+    pub max_jpeg_scans: u64,
+    /// Scans × pixels per JPEG (1,024,000,000: 64 scans of the largest accepted image, about
+    /// 0.5–1.3 s of libjpeg on one core), so that a large image gets fewer scans than a small one.
+    pub max_jpeg_scan_pixels: u64,
+    /// Pixels ffmpeg decodes for one video file: the frames up to the last sampled one times
+    /// the frame size (4,000,000,000: about 2,000 frames of 1080p, 67 s at 30 fps; 4,300 of
+    /// 720p). At the ~1.5·10⁸ px/s measured on the shared 2-core machine that is about the
+    /// 30 s `video_decode_timeout`, so a video that could not finish in time is refused
+    /// up front instead of holding the compute slot until the deadline.
+    pub max_video_decode_pixels: u64,
 }
 
 impl Default for MediaLimits {
@@ -45,6 +59,9 @@ impl Default for MediaLimits {
             max_video_bytes: 8 * 1024 * 1024,
             max_video_seconds: 300.0,
             video_decode_timeout: Duration::from_secs(30),
+            max_jpeg_scans: 100,
+            max_jpeg_scan_pixels: 1_024_000_000,
+            max_video_decode_pixels: 4_000_000_000,
         }
     }
 }

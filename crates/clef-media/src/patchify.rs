@@ -2,6 +2,7 @@
 
 use image::RgbImage;
 
+use crate::cancel::Cancel;
 use crate::config::{PreprocessConfig, ProcessorConfig};
 use crate::error::MediaError;
 
@@ -47,7 +48,7 @@ pub struct VisionInput {
 /// temporal axis (T = temporal_patch_size). The image's sides must be multiples of
 /// `patch_size · merge_size` (what smart_resize gives); otherwise an error, never a panic.
 pub fn image_to_patches(img: &RgbImage, cfg: &ProcessorConfig) -> Result<VisionInput, MediaError> {
-    image_patches(img, &cfg.image)
+    image_patches(img, &cfg.image, Cancel::never())
 }
 
 /// Video frames, with the video processor's parameters: consecutive frames form the temporal
@@ -58,20 +59,22 @@ pub fn frames_to_patches(
     frames: &[RgbImage],
     cfg: &ProcessorConfig,
 ) -> Result<VisionInput, MediaError> {
-    frame_patches(frames, &cfg.video)
+    frame_patches(frames, &cfg.video, Cancel::never())
 }
 
 pub(crate) fn image_patches(
     img: &RgbImage,
     cfg: &PreprocessConfig,
+    cancel: Cancel,
 ) -> Result<VisionInput, MediaError> {
     let frames: Vec<&RgbImage> = vec![img; cfg.temporal_patch_size];
-    patchify(&frames, cfg)
+    patchify(&frames, cfg, cancel)
 }
 
 pub(crate) fn frame_patches(
     frames: &[RgbImage],
     cfg: &PreprocessConfig,
+    cancel: Cancel,
 ) -> Result<VisionInput, MediaError> {
     let Some(last) = frames.last() else {
         return Err(MediaError::InvalidItem(
@@ -82,10 +85,15 @@ pub(crate) fn frame_patches(
     while !refs.len().is_multiple_of(cfg.temporal_patch_size) {
         refs.push(last);
     }
-    patchify(&refs, cfg)
+    patchify(&refs, cfg, cancel)
 }
 
-fn patchify(frames: &[&RgbImage], cfg: &PreprocessConfig) -> Result<VisionInput, MediaError> {
+/// Polls `cancel` once per row of merge blocks (m·p pixel rows of every frame of the group).
+fn patchify(
+    frames: &[&RgbImage],
+    cfg: &PreprocessConfig,
+    cancel: Cancel,
+) -> Result<VisionInput, MediaError> {
     let first = frames
         .first()
         .ok_or_else(|| MediaError::InvalidItem("no frames".into()))?;
@@ -121,6 +129,7 @@ fn patchify(frames: &[&RgbImage], cfg: &PreprocessConfig) -> Result<VisionInput,
     let mut out = rows.chunks_exact_mut(row_len);
     for group in frames.chunks_exact(tp) {
         for block_row in 0..grid.h / m {
+            cancel.check()?;
             for block_col in 0..grid.w / m {
                 for in_row in 0..m {
                     for in_col in 0..m {

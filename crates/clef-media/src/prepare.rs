@@ -2,12 +2,13 @@
 
 use image::RgbImage;
 
+use crate::cancel::Cancel;
 use crate::config::ProcessorConfig;
 use crate::decode::decode_image;
 use crate::error::MediaError;
 use crate::limits::MediaLimits;
 use crate::patchify::{image_patches, VisionInput};
-use crate::resize::resize_bicubic;
+use crate::resize::resize_bicubic_with_cancel;
 use crate::smart_resize::smart_resize;
 use crate::source::EncodedMedia;
 
@@ -48,8 +49,23 @@ pub fn prepare_image(
     cfg: &ProcessorConfig,
     limits: &MediaLimits,
 ) -> Result<PreparedImage, MediaError> {
+    prepare_image_with_cancel(content_type, bytes, cfg, limits, Cancel::never())
+}
+
+/// [`prepare_image`], polling `cancel` before and after decoding and inside resizing and
+/// patchify. Decoding one image is not interrupted: its cost is bounded up front (pixels, and
+/// for JPEG pixels × scans, see [`MediaLimits`]).
+pub fn prepare_image_with_cancel(
+    content_type: &str,
+    bytes: &[u8],
+    cfg: &ProcessorConfig,
+    limits: &MediaLimits,
+    cancel: Cancel,
+) -> Result<PreparedImage, MediaError> {
+    cancel.check()?;
     let img = decode_image(content_type, bytes, limits)?;
-    prepare_decoded_image(&img, cfg, limits)
+    cancel.check()?;
+    prepare_decoded(&img, cfg, limits, cancel)
 }
 
 /// [`prepare_image`] for an already decoded RGB image.
@@ -58,12 +74,21 @@ pub fn prepare_decoded_image(
     cfg: &ProcessorConfig,
     limits: &MediaLimits,
 ) -> Result<PreparedImage, MediaError> {
+    prepare_decoded(img, cfg, limits, Cancel::never())
+}
+
+fn prepare_decoded(
+    img: &RgbImage,
+    cfg: &ProcessorConfig,
+    limits: &MediaLimits,
+    cancel: Cancel,
+) -> Result<PreparedImage, MediaError> {
     let (h, w) = image_target_size(img.height() as usize, img.width() as usize, cfg, limits)?;
     let input = if (h, w) == (img.height() as usize, img.width() as usize) {
-        image_patches(img, &cfg.image)?
+        image_patches(img, &cfg.image, cancel)?
     } else {
-        let resized = resize_bicubic(img, dim(w)?, dim(h)?);
-        image_patches(&resized, &cfg.image)?
+        let resized = resize_bicubic_with_cancel(img, dim(w)?, dim(h)?, cancel)?;
+        image_patches(&resized, &cfg.image, cancel)?
     };
     let merged_tokens = input.grid.merged_tokens(cfg.image.merge_size);
     Ok(PreparedImage {

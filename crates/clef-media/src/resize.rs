@@ -9,6 +9,13 @@
 
 use image::RgbImage;
 
+use crate::cancel::Cancel;
+use crate::error::MediaError;
+
+/// Output rows between two polls of the cancellation predicate: a few milliseconds of work
+/// even for the widest accepted image, and a negligible cost per poll.
+const ROWS_PER_POLL: usize = 32;
+
 /// Fixed-point precision of Pillow's 8-bit resampler: 32 bits minus 8 for the pixel value
 /// minus 2 of headroom for the kernel's overshoot.
 const PRECISION_BITS: u32 = 32 - 8 - 2;
@@ -94,10 +101,19 @@ fn clip8(acc: i32) -> u8 {
 
 const ROUND_HALF: i32 = 1 << (PRECISION_BITS - 1);
 
-fn resample_horizontal(src: &[u8], in_w: usize, rows: usize, out_w: usize) -> Vec<u8> {
+fn resample_horizontal(
+    src: &[u8],
+    in_w: usize,
+    rows: usize,
+    out_w: usize,
+    cancel: Cancel,
+) -> Result<Vec<u8>, MediaError> {
     let taps = Taps::new(in_w, out_w);
     let mut out = vec![0u8; out_w * rows * CHANNELS];
     for y in 0..rows {
+        if y % ROWS_PER_POLL == 0 {
+            cancel.check()?;
+        }
         let src_row = &src[y * in_w * CHANNELS..(y + 1) * in_w * CHANNELS];
         let out_row = &mut out[y * out_w * CHANNELS..(y + 1) * out_w * CHANNELS];
         for (xx, px) in out_row.chunks_exact_mut(CHANNELS).enumerate() {
@@ -114,15 +130,24 @@ fn resample_horizontal(src: &[u8], in_w: usize, rows: usize, out_w: usize) -> Ve
             px[2] = clip8(acc[2]);
         }
     }
-    out
+    Ok(out)
 }
 
-fn resample_vertical(src: &[u8], width: usize, in_h: usize, out_h: usize) -> Vec<u8> {
+fn resample_vertical(
+    src: &[u8],
+    width: usize,
+    in_h: usize,
+    out_h: usize,
+    cancel: Cancel,
+) -> Result<Vec<u8>, MediaError> {
     let taps = Taps::new(in_h, out_h);
     let stride = width * CHANNELS;
     let mut out = vec![0u8; stride * out_h];
     let mut acc = vec![0i32; stride];
     for (yy, out_row) in out.chunks_exact_mut(stride).enumerate() {
+        if yy % ROWS_PER_POLL == 0 {
+            cancel.check()?;
+        }
         let (start, k) = taps.window(yy);
         acc.fill(ROUND_HALF);
         // Row-major accumulation keeps memory access sequential; each output value still sums
@@ -137,28 +162,41 @@ fn resample_vertical(src: &[u8], width: usize, in_h: usize, out_h: usize) -> Vec
             *o = clip8(a);
         }
     }
-    out
+    Ok(out)
 }
 
 /// Resizes to `width × height` exactly as Pillow's `Image.resize(..., Image.BICUBIC)` does.
 ///
 /// Returns a copy when the size is unchanged. A zero target dimension gives an empty image.
 pub fn resize_bicubic(img: &RgbImage, width: u32, height: u32) -> RgbImage {
+    // never cancelled, so the only `Err` cannot happen; the fallback keeps this panic-free
+    resize_bicubic_with_cancel(img, width, height, Cancel::never())
+        .unwrap_or_else(|_| RgbImage::new(width, height))
+}
+
+/// [`resize_bicubic`], polling `cancel` every [`ROWS_PER_POLL`] output rows of each pass:
+/// `Err(MediaError::Cancelled)` once it says stop.
+pub fn resize_bicubic_with_cancel(
+    img: &RgbImage,
+    width: u32,
+    height: u32,
+    cancel: Cancel,
+) -> Result<RgbImage, MediaError> {
     let (in_w, in_h) = (img.width() as usize, img.height() as usize);
     let (out_w, out_h) = (width as usize, height as usize);
     if out_w == 0 || out_h == 0 || in_w == 0 || in_h == 0 {
-        return RgbImage::new(width, height);
+        return Ok(RgbImage::new(width, height));
     }
     let mut data: std::borrow::Cow<[u8]> = std::borrow::Cow::Borrowed(img.as_raw().as_slice());
     if out_w != in_w {
-        data = resample_horizontal(&data, in_w, in_h, out_w).into();
+        data = resample_horizontal(&data, in_w, in_h, out_w, cancel)?.into();
     }
     if out_h != in_h {
-        data = resample_vertical(&data, out_w, in_h, out_h).into();
+        data = resample_vertical(&data, out_w, in_h, out_h, cancel)?.into();
     }
     // The buffer length is out_w·out_h·3 by construction.
-    RgbImage::from_raw(width, height, data.into_owned())
-        .unwrap_or_else(|| RgbImage::new(width, height))
+    Ok(RgbImage::from_raw(width, height, data.into_owned())
+        .unwrap_or_else(|| RgbImage::new(width, height)))
 }
 
 #[cfg(test)]
@@ -185,6 +223,23 @@ mod tests {
         let img = RgbImage::from_pixel(37, 23, image::Rgb([200, 13, 99]));
         let out = resize_bicubic(&img, 64, 32);
         assert!(out.pixels().all(|p| p.0 == [200, 13, 99]));
+    }
+
+    #[test]
+    fn cancel_stops_both_passes() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let img = RgbImage::from_fn(300, 200, |x, y| image::Rgb([x as u8, y as u8, 7]));
+        let full = resize_bicubic(&img, 97, 131);
+        // horizontal pass: 200 rows, 7 polls; vertical: 131 rows, 5 polls
+        for stop_after in [0, 3, 7, 9] {
+            let polls = AtomicUsize::new(0);
+            let check = || polls.fetch_add(1, Ordering::Relaxed) >= stop_after;
+            let got = resize_bicubic_with_cancel(&img, 97, 131, Cancel::new(&check));
+            assert!(matches!(got, Err(MediaError::Cancelled)), "{stop_after}");
+            assert_eq!(polls.load(Ordering::Relaxed), stop_after + 1);
+        }
+        let never = resize_bicubic_with_cancel(&img, 97, 131, Cancel::never()).unwrap();
+        assert_eq!(never, full);
     }
 
     #[test]

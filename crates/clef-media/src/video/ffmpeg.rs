@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use image::RgbImage;
 use serde::Deserialize;
 
+use crate::cancel::Cancel;
 use crate::error::MediaError;
 use crate::limits::MediaLimits;
 use crate::video::container::Container;
@@ -98,7 +99,14 @@ fn on_path(name: &str) -> Option<OsString> {
 fn version_line(program: &OsStr) -> Result<String, MediaError> {
     let timeout = Duration::from_secs(10);
     let args = [OsStr::new("-version")];
-    let done = run_collect(program, &args, Instant::now() + timeout, timeout, 1 << 20)?;
+    let done = run_collect(
+        program,
+        &args,
+        Instant::now() + timeout,
+        timeout,
+        Cancel::never(),
+        1 << 20,
+    )?;
     if !done.status.success() {
         return Err(MediaError::ToolFailed {
             program: program.to_string_lossy().into_owned(),
@@ -153,6 +161,8 @@ pub(crate) struct Session<'a> {
     pub container: Container,
     pub deadline: Instant,
     pub timeout: Duration,
+    /// Polled while every child runs; a cancelled child is killed.
+    pub cancel: Cancel<'a>,
 }
 
 impl Session<'_> {
@@ -199,7 +209,14 @@ impl Session<'_> {
             self.path.as_os_str(),
         ]);
         let ffprobe = self.tools.ffprobe.as_os_str();
-        let done = run_collect(ffprobe, &args, self.deadline, self.timeout, 1 << 20)?;
+        let done = run_collect(
+            ffprobe,
+            &args,
+            self.deadline,
+            self.timeout,
+            self.cancel,
+            1 << 20,
+        )?;
         if !done.status.success() {
             return Err(self.probe_failure(&done.stderr));
         }
@@ -265,6 +282,7 @@ impl Session<'_> {
             &args,
             self.deadline,
             self.timeout,
+            self.cancel,
             max_packets * 48,
         )?;
         if !done.status.success() {
@@ -331,6 +349,7 @@ impl Session<'_> {
             info.width,
             info.height
         );
+        let frame_count = indices.len().to_string();
         let mut args = vec![
             OsStr::new("-nostdin"),
             OsStr::new("-hide_banner"),
@@ -352,6 +371,9 @@ impl Session<'_> {
             OsStr::new(&filter),
             OsStr::new(sync_option),
             OsStr::new("passthrough"),
+            // stop right after the last chosen frame instead of decoding the rest of the file
+            OsStr::new("-frames:v"),
+            OsStr::new(&frame_count),
             OsStr::new("-pix_fmt"),
             OsStr::new("rgb24"),
             OsStr::new("-f"),
@@ -367,6 +389,7 @@ impl Session<'_> {
             &args,
             self.deadline,
             self.timeout,
+            self.cancel,
             4 << 20,
             move |mut stdout| {
                 let mut got = 0usize;

@@ -5,20 +5,21 @@ mod ffmpeg;
 mod process;
 pub mod sampling;
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use image::RgbImage;
 
 pub use container::{check_container, Container};
 pub use ffmpeg::{FoundTools, VideoTools, ALLOWED_CODECS};
 
+use crate::cancel::Cancel;
 use crate::config::{PreprocessConfig, ProcessorConfig};
 use crate::decode::{decode_image, probe_image};
 use crate::error::MediaError;
 use crate::limits::MediaLimits;
 use crate::patchify::{frame_patches, VisionInput};
 use crate::prepare::dim;
-use crate::resize::resize_bicubic;
+use crate::resize::resize_bicubic_with_cancel;
 use crate::smart_resize::{smart_resize, smart_resize_video};
 
 /// One temporal group (frame pair) of a video as the prompt shows it.
@@ -98,8 +99,9 @@ fn assemble(
     frames: &[RgbImage],
     times: Vec<f64>,
     cfg: &PreprocessConfig,
+    cancel: Cancel,
 ) -> Result<PreparedVideo, MediaError> {
-    let input = frame_patches(frames, cfg)?;
+    let input = frame_patches(frames, cfg, cancel)?;
     let tp = cfg.temporal_patch_size;
     let last = times.len().saturating_sub(1);
     let per_group = input.grid.merged_tokens_per_group(cfg.merge_size);
@@ -133,6 +135,17 @@ pub fn prepare_video_frames(
     fps: f64,
     cfg: &ProcessorConfig,
     limits: &MediaLimits,
+) -> Result<PreparedVideo, MediaError> {
+    prepare_video_frames_with_cancel(frames, fps, cfg, limits, Cancel::never())
+}
+
+/// [`prepare_video_frames`], polling `cancel` between frames and inside resizing and patchify.
+pub fn prepare_video_frames_with_cancel(
+    frames: &[(&str, &[u8])],
+    fps: f64,
+    cfg: &ProcessorConfig,
+    limits: &MediaLimits,
+    cancel: Cancel,
 ) -> Result<PreparedVideo, MediaError> {
     if !(fps.is_finite() && fps > 0.0) {
         return Err(MediaError::InvalidFps(fps));
@@ -184,18 +197,19 @@ pub fn prepare_video_frames(
         video_frame_target_size(frames.len(), height as usize, width as usize, vcfg, limits)?;
     let mut resized = Vec::with_capacity(frames.len());
     for (content_type, bytes) in frames {
+        cancel.check()?;
         let img = decode_image(content_type, bytes, limits)?;
-        resized.push(fit(img, th, tw)?);
+        resized.push(fit(img, th, tw, cancel)?);
     }
     let times = (0..frames.len()).map(|i| i as f64 / fps).collect();
-    assemble(&resized, times, vcfg)
+    assemble(&resized, times, vcfg, cancel)
 }
 
-fn fit(img: RgbImage, h: usize, w: usize) -> Result<RgbImage, MediaError> {
+fn fit(img: RgbImage, h: usize, w: usize, cancel: Cancel) -> Result<RgbImage, MediaError> {
     if (img.height() as usize, img.width() as usize) == (h, w) {
         Ok(img)
     } else {
-        Ok(resize_bicubic(&img, dim(w)?, dim(h)?))
+        resize_bicubic_with_cancel(&img, dim(w)?, dim(h)?, cancel)
     }
 }
 
@@ -225,6 +239,24 @@ pub fn prepare_video_file_with(
     cfg: &ProcessorConfig,
     limits: &MediaLimits,
 ) -> Result<PreparedVideo, MediaError> {
+    prepare_video_file_with_cancel(tools, content_type, bytes, cfg, limits, Cancel::never())
+}
+
+/// [`prepare_video_file_with`], polling `cancel` while ffprobe/ffmpeg run (a cancelled run's
+/// child is killed and reaped), between decoded frames and inside resizing and patchify.
+///
+/// The decoding work is bounded before ffmpeg starts: the frames it must decode (every frame up
+/// to the last sampled one) times the frame size must be within `max_video_decode_pixels`, and
+/// the ffmpeg run gets a deadline derived from that work ([`decode_deadline`]).
+pub fn prepare_video_file_with_cancel(
+    tools: &VideoTools,
+    content_type: &str,
+    bytes: &[u8],
+    cfg: &ProcessorConfig,
+    limits: &MediaLimits,
+    cancel: Cancel,
+) -> Result<PreparedVideo, MediaError> {
+    cancel.check()?;
     let container = Container::from_content_type(content_type)?;
     if bytes.len() as u64 > limits.max_video_bytes {
         return Err(MediaError::TooManyBytes {
@@ -244,6 +276,7 @@ pub fn prepare_video_file_with(
         container,
         deadline: Instant::now() + timeout,
         timeout,
+        cancel,
     };
 
     let info = session.stream_info()?;
@@ -276,9 +309,10 @@ pub fn prepare_video_file_with(
         });
     }
     let chosen = sampling::choose_frames(&times, limits.video_sample_fps, limits.max_video_frames);
-    if chosen.is_empty() {
+    let Some(&last_chosen) = chosen.iter().max() else {
         return Err(MediaError::VideoDecode("no frames selected".into()));
-    }
+    };
+    let work = decode_work(last_chosen, info.width, info.height, limits)?;
 
     let quarter_turns = display_quarter_turns(info.rotation);
     let (shown_w, shown_h) = if quarter_turns % 2 == 1 {
@@ -302,12 +336,60 @@ pub fn prepare_video_file_with(
             3 => image::imageops::rotate270(&raw),
             _ => raw,
         };
-        frames.push(fit(shown, th, tw)?);
+        frames.push(fit(shown, th, tw, cancel)?);
         Ok(())
     };
-    let decoded_times = session.extract(&chosen, &info, &mut consume)?;
+    let (deadline, timeout) = decode_deadline(work, session.deadline, timeout);
+    let decoding = ffmpeg::Session {
+        deadline,
+        timeout,
+        ..session
+    };
+    let decoded_times = decoding.extract(&chosen, &info, &mut consume)?;
     let absolute = decoded_times.unwrap_or_else(|| chosen.iter().map(|&i| times[i]).collect());
-    assemble(&frames, relative_times(&absolute, t0)?, vcfg)
+    assemble(&frames, relative_times(&absolute, t0)?, vcfg, cancel)
+}
+
+/// Pixels ffmpeg decodes to reach the frame at presentation index `last_chosen`: every frame
+/// up to it (the `select` filter sees them all; `-frames:v` stops ffmpeg right after it).
+/// Refused over `max_video_decode_pixels`.
+fn decode_work(
+    last_chosen: usize,
+    width: u32,
+    height: u32,
+    limits: &MediaLimits,
+) -> Result<u64, MediaError> {
+    let frames = last_chosen as u64 + 1;
+    let pixels = frames.saturating_mul(u64::from(width) * u64::from(height));
+    if pixels > limits.max_video_decode_pixels {
+        return Err(MediaError::TooMuchVideoWork {
+            frames,
+            width,
+            height,
+            pixels,
+            limit: limits.max_video_decode_pixels,
+        });
+    }
+    Ok(pixels)
+}
+
+/// Fixed allowance of the ffmpeg run (start-up, container parsing, a loaded machine).
+const DECODE_BASE: Duration = Duration::from_secs(5);
+/// Slowest decoding rate considered healthy, in pixels per second: about a seventh of the
+/// ~1.5·10⁸ px/s measured for H.264 on the shared 2-core machine (docs/media.md, *Cost*).
+const DECODE_FLOOR_RATE: f64 = 2e7;
+
+/// The ffmpeg run's deadline and its length for the error message: [`DECODE_BASE`] plus the
+/// work at [`DECODE_FLOOR_RATE`], never past the whole video's `deadline` (`timeout` long), so
+/// that a small video that stalls frees the compute slot long before the overall bound.
+fn decode_deadline(work: u64, deadline: Instant, timeout: Duration) -> (Instant, Duration) {
+    let allowed = DECODE_BASE + Duration::from_secs_f64(work as f64 / DECODE_FLOOR_RATE);
+    let own = Instant::now() + allowed;
+    if own < deadline {
+        (own, allowed)
+    } else {
+        (deadline, timeout)
+    }
 }
 
 /// How far a decoded frame's time may fall before the first packet's and still count as that
@@ -405,7 +487,7 @@ mod tests {
         let cfg = ProcessorConfig::default().video;
         let frames: Vec<RgbImage> = (0..5).map(|_| RgbImage::new(32, 32)).collect();
         let times: Vec<f64> = (0..5).map(|i| i as f64 / 24.0).collect();
-        let v = assemble(&frames, times, &cfg).unwrap();
+        let v = assemble(&frames, times, &cfg, Cancel::never()).unwrap();
         let secs: Vec<f64> = v.groups.iter().map(|g| g.seconds).collect();
         // Python: [(a/24 + b/24)/2 for a, b in [(0,1), (2,3), (4,4)]]
         assert_eq!(

@@ -6,6 +6,7 @@ use std::io::Read;
 use std::process::{ChildStdout, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::cancel::Cancel;
 use crate::error::MediaError;
 
 /// What a finished child left behind.
@@ -29,13 +30,15 @@ fn spawn_error(program: &OsStr, e: std::io::Error) -> MediaError {
 }
 
 /// Runs `program args…`, handing its stdout to `reader` on a separate thread. The child is
-/// killed when `deadline` passes; `reader` returning early closes the pipe, which ends a
-/// well-behaved child (EPIPE) instead of letting it block.
+/// killed (and reaped) when `deadline` passes or `cancel` says stop, both polled at least every
+/// 20 ms while it runs; `reader` returning early closes the pipe, which ends a well-behaved
+/// child (EPIPE) instead of letting it block.
 pub(crate) fn run_streaming<R, F>(
     program: &OsStr,
     args: &[&OsStr],
     deadline: Instant,
     timeout: Duration,
+    cancel: Cancel,
     stderr_limit: usize,
     reader: F,
 ) -> Result<Finished<R>, MediaError>
@@ -64,6 +67,11 @@ where
                 Ok(Some(status)) => break Ok(status),
                 Ok(None) => {}
                 Err(e) => break Err(MediaError::Io(e.to_string())),
+            }
+            if cancel.is_cancelled() {
+                let _ = child.kill();
+                let _ = child.wait();
+                break Err(MediaError::Cancelled);
             }
             if Instant::now() >= deadline {
                 let _ = child.kill();
@@ -94,16 +102,25 @@ pub(crate) fn run_collect(
     args: &[&OsStr],
     deadline: Instant,
     timeout: Duration,
+    cancel: Cancel,
     stdout_limit: usize,
 ) -> Result<Finished<Option<Vec<u8>>>, MediaError> {
-    run_streaming(program, args, deadline, timeout, 64 * 1024, move |stdout| {
-        let mut buf = Vec::new();
-        let read = stdout.take(stdout_limit as u64 + 1).read_to_end(&mut buf);
-        match read {
-            Ok(_) if buf.len() <= stdout_limit => Some(buf),
-            _ => None,
-        }
-    })
+    run_streaming(
+        program,
+        args,
+        deadline,
+        timeout,
+        cancel,
+        64 * 1024,
+        move |stdout| {
+            let mut buf = Vec::new();
+            let read = stdout.take(stdout_limit as u64 + 1).read_to_end(&mut buf);
+            match read {
+                Ok(_) if buf.len() <= stdout_limit => Some(buf),
+                _ => None,
+            }
+        },
+    )
 }
 
 /// Reads a stream to its end, keeping the first `limit` bytes (the rest is drained so the

@@ -215,6 +215,19 @@ impl VisionTower {
         slab_rows: usize,
         numerics: &dyn Numerics,
     ) -> Result<Vec<Vec<f32>>> {
+        self.forward_with_cancel(items, slab_rows, numerics, &|| false)
+    }
+
+    /// [`VisionTower::forward_with`], polling `cancelled` before every block of every slab
+    /// (a block of a 1,024-row slab is tens of milliseconds); true ends the forward with
+    /// [`ModelError::Cancelled`].
+    pub fn forward_with_cancel(
+        &self,
+        items: &[VisionItem],
+        slab_rows: usize,
+        numerics: &dyn Numerics,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<Vec<Vec<f32>>> {
         let pd = self.patch_dim();
         let m2 = self.cfg.spatial_merge_size * self.cfg.spatial_merge_size;
         let mut lengths = Vec::new();
@@ -245,7 +258,7 @@ impl VisionTower {
             .map(|it| vec![0.0; it.grid.patches() / m2 * out_dim])
             .collect();
         for slab in pack_slabs(&lengths, slab_rows.max(1)) {
-            let merged = self.run_slab(items, &slab, numerics)?;
+            let merged = self.run_slab(items, &slab, numerics, cancelled)?;
             let mut off = 0;
             for seg in &slab {
                 let rows = seg.len / m2;
@@ -263,6 +276,7 @@ impl VisionTower {
         items: &[VisionItem],
         slab: &[SlabSegment],
         numerics: &dyn Numerics,
+        cancelled: &dyn Fn() -> bool,
     ) -> Result<Vec<f32>> {
         let d = self.cfg.hidden_size;
         let pd = self.patch_dim();
@@ -287,6 +301,9 @@ impl VisionTower {
         let round = |v: &mut [f32]| numerics.boundary(v);
         round(&mut x);
         for (bi, b) in self.blocks.iter().enumerate() {
+            if cancelled() {
+                return Err(ModelError::Cancelled);
+            }
             layer_norm(&x, d, &b.norm1.0, &b.norm1.1, LN_EPS, &mut normed);
             round(&mut normed);
             let mut qkv = b.qkv.apply(&normed, n)?;
