@@ -469,6 +469,30 @@ mod tests {
     }
 
     #[test]
+    fn decoding_deadline_follows_the_work() {
+        let far = Instant::now() + Duration::from_secs(30);
+        // 300 frames of 1280x720: 5 s + 276,480,000 px at 2e7 px/s = 18.8 s
+        let (at, allowed) = decode_deadline(300 * 1280 * 720, far, Duration::from_secs(30));
+        assert!((allowed.as_secs_f64() - 18.824).abs() < 1e-9, "{allowed:?}");
+        assert!(at < far);
+        // more work than the whole video's deadline allows: that deadline and its length
+        let (at, allowed) = decode_deadline(4_000_000_000, far, Duration::from_secs(30));
+        assert_eq!((at, allowed), (far, Duration::from_secs(30)));
+        // the work bound itself
+        let limits = MediaLimits::default();
+        assert_eq!(
+            decode_work(1999, 1000, 2000, &limits).unwrap(),
+            4_000_000_000
+        );
+        let err = decode_work(2000, 1000, 2000, &limits).unwrap_err();
+        assert!(
+            matches!(err, MediaError::TooMuchVideoWork { frames: 2001, .. }),
+            "{err}"
+        );
+        assert_eq!(err.status(), 422);
+    }
+
+    #[test]
     fn frame_times_are_never_negative() {
         // What a damaged MP4 gave: the first frame 6.45 µs before the first packet.
         let t = relative_times(&[12.345593548, 12.845, 13.345], 12.3456).unwrap();
