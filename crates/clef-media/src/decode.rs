@@ -7,6 +7,7 @@ use image::codecs::png::PngDecoder;
 use image::codecs::webp::WebPDecoder;
 use image::{DynamicImage, ImageDecoder, Limits, RgbImage};
 
+use crate::cancel::Cancel;
 use crate::error::MediaError;
 use crate::limits::MediaLimits;
 
@@ -281,6 +282,19 @@ pub fn decode_image_with(
     limits: &MediaLimits,
     alpha: AlphaMode,
 ) -> Result<RgbImage, MediaError> {
+    decode_image_cancellable(content_type, bytes, limits, alpha, Cancel::never())
+}
+
+/// [`decode_image_with`], polling `cancel` between the scans of a JPEG (the format whose
+/// decoding cost grows with its scan count). PNG and WebP decoding is not interrupted: its cost
+/// is bounded by the pixel limit alone.
+pub(crate) fn decode_image_cancellable(
+    content_type: &str,
+    bytes: &[u8],
+    limits: &MediaLimits,
+    alpha: AlphaMode,
+    cancel: Cancel,
+) -> Result<RgbImage, MediaError> {
     let (_, decoder) = open(content_type, bytes, limits)?;
     let dl = decoder_limits(limits);
     let (mut img, orientation) = match decoder {
@@ -288,7 +302,7 @@ pub fn decode_image_with(
             let (img, orientation) = finish(*d, dl)?;
             (pillow_png_mode(img, png_header(bytes)), orientation)
         }
-        AnyDecoder::Jpeg(mut d) => match crate::jpeg::decode(bytes, limits)? {
+        AnyDecoder::Jpeg(mut d) => match crate::jpeg::decode(bytes, limits, cancel)? {
             Some(img) => {
                 let orientation = d
                     .orientation()

@@ -8,19 +8,47 @@
 //! greyscale JPEG decodes to the same bytes as in the reference; CMYK/YCCK files get Pillow's
 //! own CMYK → RGB arithmetic on libjpeg's CMYK output.
 
+use std::cell::RefCell;
 use std::os::raw::c_int;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::Duration;
 
 use image::{DynamicImage, GrayImage, RgbImage};
 use mozjpeg::ColorSpace;
 use mozjpeg_sys as sys;
 
+use crate::cancel::Cancel;
 use crate::decode::check_pixels;
 use crate::error::MediaError;
 use crate::limits::MediaLimits;
 
 /// Carried by the unwind out of libjpeg's callbacks back to [`decode`].
-struct Failure(String);
+enum Failure {
+    Message(String),
+    Cancelled,
+}
+
+thread_local! {
+    /// While this thread runs libjpeg for [`decode`]: the flag its watcher raises when the
+    /// caller cancels. libjpeg's callbacks get no user data that the mozjpeg crate lets us set,
+    /// and the caller's predicate is borrowed (not `'static`), so the predicate is polled by a
+    /// scoped watcher thread and the callback only reads this flag.
+    static STOP: RefCell<Option<Arc<AtomicBool>>> = const { RefCell::new(None) };
+}
+
+/// How often the watcher polls the caller's predicate during a decode.
+const WATCH_EVERY: Duration = Duration::from_millis(5);
+
+fn stop_requested() -> bool {
+    STOP.with(|s| {
+        s.borrow()
+            .as_ref()
+            .is_some_and(|f| f.load(Ordering::Relaxed))
+    })
+}
 
 fn message_code(cinfo: &sys::jpeg_common_struct) -> c_int {
     // SAFETY: libjpeg only calls the handlers with `err` pointing at the manager it was given,
@@ -31,20 +59,28 @@ fn message_code(cinfo: &sys::jpeg_common_struct) -> c_int {
 /// libjpeg's fatal errors (corrupt markers, unsupported precision, ...).
 extern "C-unwind" fn error_exit(cinfo: &mut sys::jpeg_common_struct) {
     let code = message_code(cinfo);
-    resume_unwind(Box::new(Failure(format!(
+    resume_unwind(Box::new(Failure::Message(format!(
         "the JPEG data is corrupt or unsupported (libjpeg message {code})"
     ))));
 }
 
-/// Warnings. An in-memory source that runs dry makes libjpeg insert a fake end marker and
-/// grey out the rest; Pillow instead refuses a truncated file ("image file is truncated"), so
-/// that one warning is an error here. Other warnings ("extraneous bytes before marker", ...)
-/// are ignored, as Pillow ignores them.
+/// Warnings and trace messages. An in-memory source that runs dry makes libjpeg insert a fake
+/// end marker and grey out the rest; Pillow instead refuses a truncated file ("image file is
+/// truncated"), so that one warning is an error here. Other warnings ("extraneous bytes before
+/// marker", ...) are ignored, as Pillow ignores them.
+///
+/// libjpeg traces every start-of-scan marker it reads (level 1, whatever the trace level),
+/// which for a progressive file is between two passes over the image: the point where a
+/// cancelled decode stops.
 extern "C-unwind" fn emit_message(cinfo: &mut sys::jpeg_common_struct, level: c_int) {
-    if level < 0 && message_code(cinfo) == sys::JWRN_JPEG_EOF as c_int {
-        resume_unwind(Box::new(Failure(
+    let code = message_code(cinfo);
+    if level < 0 && code == sys::JWRN_JPEG_EOF as c_int {
+        resume_unwind(Box::new(Failure::Message(
             "the JPEG data ends before the image does (truncated file)".into(),
         )));
+    }
+    if level >= 0 && code == sys::JTRC_SOS as c_int && stop_requested() {
+        resume_unwind(Box::new(Failure::Cancelled));
     }
 }
 
@@ -74,10 +110,12 @@ fn adobe_cmyk_to_rgb(stored: &[u8]) -> [u8; 3] {
 /// Decodes a JPEG the way Pillow's `Image.open(...).convert("RGB")` sees it: `Some(Rgb8)` for
 /// YCbCr, RGB and CMYK/YCCK files, `Some(Luma8)` for greyscale ones, `None` for anything else
 /// libjpeg can read (the caller's fallback). The pixel count is checked against `limits` from
-/// the header libjpeg reads, before the pixel buffer is allocated.
+/// the header libjpeg reads, before the pixel buffer is allocated. `cancel` is polled (by a
+/// watcher thread) during the decode, which stops at the next scan once it says stop.
 pub(crate) fn decode(
     bytes: &[u8],
     limits: &MediaLimits,
+    cancel: Cancel,
 ) -> Result<Option<DynamicImage>, MediaError> {
     let run = || -> Result<Option<DynamicImage>, MediaError> {
         let io = |e: std::io::Error| MediaError::Decode(format!("JPEG: {e}"));
@@ -115,11 +153,36 @@ pub(crate) fn decode(
         };
         image.map(Some).ok_or_else(bad_size)
     };
-    match catch_unwind(AssertUnwindSafe(run)) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let outcome = std::thread::scope(|scope| {
+        let (finished, done) = channel::<()>();
+        let flag = Arc::clone(&stop);
+        scope.spawn(move || watch(cancel, &flag, done));
+        STOP.with(|s| *s.borrow_mut() = Some(Arc::clone(&stop)));
+        let outcome = catch_unwind(AssertUnwindSafe(run));
+        STOP.with(|s| s.borrow_mut().take());
+        // ends the watcher
+        drop(finished);
+        outcome
+    });
+    match outcome {
         Ok(result) => result,
-        Err(payload) => Err(MediaError::Decode(match payload.downcast::<Failure>() {
-            Ok(failure) => failure.0,
-            Err(_) => "the JPEG decoder failed".into(),
-        })),
+        Err(payload) => Err(match payload.downcast::<Failure>().map(|f| *f) {
+            Ok(Failure::Message(message)) => MediaError::Decode(message),
+            Ok(Failure::Cancelled) => MediaError::Cancelled,
+            Err(_) => MediaError::Decode("the JPEG decoder failed".into()),
+        }),
     }
+}
+
+/// Polls `cancel` every [`WATCH_EVERY`] until it says stop (then raises `stop`) or the decode
+/// ends (`done` disconnects).
+fn watch(cancel: Cancel, stop: &AtomicBool, done: Receiver<()>) {
+    while !cancel.is_cancelled() {
+        match done.recv_timeout(WATCH_EVERY) {
+            Err(RecvTimeoutError::Timeout) => {}
+            _ => return,
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
 }

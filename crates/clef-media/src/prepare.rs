@@ -4,7 +4,7 @@ use image::RgbImage;
 
 use crate::cancel::Cancel;
 use crate::config::ProcessorConfig;
-use crate::decode::decode_image;
+use crate::decode::{decode_image_cancellable, AlphaMode};
 use crate::error::MediaError;
 use crate::limits::MediaLimits;
 use crate::patchify::{image_patches, VisionInput};
@@ -52,9 +52,9 @@ pub fn prepare_image(
     prepare_image_with_cancel(content_type, bytes, cfg, limits, Cancel::never())
 }
 
-/// [`prepare_image`], polling `cancel` before and after decoding and inside resizing and
-/// patchify. Decoding one image is not interrupted: its cost is bounded up front (pixels, and
-/// for JPEG pixels × scans, see [`MediaLimits`]).
+/// [`prepare_image`], polling `cancel` before and after decoding, between a JPEG's scans, and
+/// inside resizing and patchify. PNG and WebP decoding is not interrupted; every decode's cost
+/// is bounded up front (pixels, and for JPEG pixels × scans, see [`MediaLimits`]).
 pub fn prepare_image_with_cancel(
     content_type: &str,
     bytes: &[u8],
@@ -63,7 +63,13 @@ pub fn prepare_image_with_cancel(
     cancel: Cancel,
 ) -> Result<PreparedImage, MediaError> {
     cancel.check()?;
-    let img = decode_image(content_type, bytes, limits)?;
+    let img = decode_image_cancellable(
+        content_type,
+        bytes,
+        limits,
+        AlphaMode::CompositeOnWhite,
+        cancel,
+    )?;
     cancel.check()?;
     prepare_decoded(&img, cfg, limits, cancel)
 }

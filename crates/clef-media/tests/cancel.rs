@@ -86,6 +86,41 @@ fn frame_list_stops_between_and_inside_frames() {
 }
 
 #[test]
+fn jpeg_decoding_stops_between_scans() {
+    // 4000x4000 with 64 scans: the most the default limits allow at this size
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/media/progressive_64scans.jpg");
+    let bytes = std::fs::read(path).unwrap();
+    let cfg = ProcessorConfig::default();
+    let limits = MediaLimits::default();
+    let t0 = std::time::Instant::now();
+    prepare_image_with_cancel("image/jpeg", &bytes, &cfg, &limits, Cancel::never())
+        .expect("64 scans are accepted");
+    let whole = t0.elapsed();
+    // poll 0 is before decoding; the decode's watcher makes poll 1, which says stop: libjpeg
+    // stops at its next scan
+    let flip = FlipAfter::new(1);
+    let check = || flip.check();
+    let t0 = std::time::Instant::now();
+    match prepare_image_with_cancel("image/jpeg", &bytes, &cfg, &limits, Cancel::new(&check)) {
+        Err(MediaError::Cancelled) => {}
+        Err(other) => panic!("expected Cancelled, got {other}"),
+        Ok(_) => panic!("expected Cancelled, got an image"),
+    }
+    let cancelled = t0.elapsed();
+    assert_eq!(
+        flip.polls(),
+        2,
+        "the watcher stops polling once it said stop"
+    );
+    eprintln!("64-scan 4000x4000 JPEG: whole {whole:?}, cancelled {cancelled:?}");
+    assert!(
+        cancelled < whole / 4,
+        "cancelled after {cancelled:?} of {whole:?}"
+    );
+}
+
+#[test]
 fn cancelled_is_not_a_refusal_of_the_media() {
     // the fallback status, for callers without a cancellation of their own
     assert_eq!(MediaError::Cancelled.status(), 408);

@@ -14,7 +14,7 @@ pub use ffmpeg::{FoundTools, VideoTools, ALLOWED_CODECS};
 
 use crate::cancel::Cancel;
 use crate::config::{PreprocessConfig, ProcessorConfig};
-use crate::decode::{decode_image, probe_image};
+use crate::decode::{decode_image_cancellable, probe_image, AlphaMode};
 use crate::error::MediaError;
 use crate::limits::MediaLimits;
 use crate::patchify::{frame_patches, VisionInput};
@@ -198,7 +198,13 @@ pub fn prepare_video_frames_with_cancel(
     let mut resized = Vec::with_capacity(frames.len());
     for (content_type, bytes) in frames {
         cancel.check()?;
-        let img = decode_image(content_type, bytes, limits)?;
+        let img = decode_image_cancellable(
+            content_type,
+            bytes,
+            limits,
+            AlphaMode::CompositeOnWhite,
+            cancel,
+        )?;
         resized.push(fit(img, th, tw, cancel)?);
     }
     let times = (0..frames.len()).map(|i| i as f64 / fps).collect();
