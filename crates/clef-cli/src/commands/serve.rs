@@ -59,7 +59,8 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 16, env = "CLEF_QUEUE_DEPTH")]
     pub queue_depth: usize,
     /// Seconds from a request's arrival to its answer, queueing included; past it, 408 (code
-    /// 3007) and the engine stops the request at its next 128-token chunk.
+    /// 3007) and the engine stops the request at its next check (every 128-token chunk, media
+    /// step, JPEG scan and vision block).
     #[arg(long, default_value_t = 600.0, env = "CLEF_DEADLINE")]
     pub deadline: f64,
     /// Cut the state to fit the context for every request instead of refusing with 413 (a
