@@ -7,11 +7,12 @@
 //! `questions`; a bad set is named by its index.
 
 use crate::error::ApiError;
-use crate::json::{parse_json_with_depth, Json};
+use crate::json::Json;
 use crate::limits::Limits;
 use crate::question::Question;
 use crate::request::{
-    body_object, media_fields, model_field, parse_questions, question_object, state_field, Request,
+    body_object, media_fields, model_field, parse_body, parse_questions, question_object,
+    state_field, take_state, Request,
 };
 
 /// Question sets per batch at most.
@@ -29,22 +30,25 @@ pub struct BatchRequest {
 
 /// Checks the body size, parses the body and validates it.
 pub fn parse_batch_request(body: &[u8], limits: &Limits) -> Result<BatchRequest, ApiError> {
-    if body.len() > limits.max_body_bytes {
-        return Err(ApiError::too_large(format!(
-            "request body is {} bytes, at most {}",
-            body.len(),
-            limits.max_body_bytes
-        )));
-    }
-    let json = parse_json_with_depth(body, limits.max_json_depth)?;
-    BatchRequest::from_json(&json, limits)
+    let mut json = parse_body(body, limits)?;
+    let mut batch = BatchRequest::validate(&json, limits)?;
+    // The state is moved out of the parsed body, not copied.
+    batch.shared.state = take_state(&mut json);
+    Ok(batch)
 }
 
 impl BatchRequest {
     pub fn from_json(json: &Json, limits: &Limits) -> Result<BatchRequest, ApiError> {
+        let mut batch = Self::validate(json, limits)?;
+        batch.shared.state = state_field(body_object(json)?)?.clone();
+        Ok(batch)
+    }
+
+    /// Validates a parsed batch body; `shared.state` is `null`, for the caller to fill.
+    fn validate(json: &Json, limits: &Limits) -> Result<BatchRequest, ApiError> {
         let body = body_object(json)?;
         let model = model_field(body, None)?;
-        let state = state_field(body)?;
+        state_field(body)?;
         let sets = match body.get("question_sets") {
             Some(Json::Array(sets)) => sets,
             Some(other) => {
@@ -101,7 +105,7 @@ impl BatchRequest {
         Ok(BatchRequest {
             shared: Request {
                 model,
-                state: state.clone(),
+                state: Json::Null,
                 questions: Vec::new(),
                 images,
                 videos,

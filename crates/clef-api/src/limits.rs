@@ -142,6 +142,30 @@ impl Limits {
         }
     }
 
+    /// Items (JSON values and object keys) a request body may hold: `66 × max_context + 4096`
+    /// (1,085,440 for 16,384 tokens). The parser stops building past it and refuses the body
+    /// (413), which bounds parse memory whatever the body's shape (docs/api.md, *Parse memory*).
+    ///
+    /// Invariant relied on: no request over this count can fit in `max_context` tokens, with or
+    /// without state truncation. Every item the prompt shows renders to at least two ASCII bytes
+    /// of its piece (a piece of `n` items renders to at least `2n − 2` bytes: a scalar at least
+    /// one byte, a container its brackets, a key `"":`, siblings a comma), ASCII survives NFC
+    /// one-for-one, and no token of the Clef vocabularies covers more than
+    /// [`Limits::MAX_TOKEN_BYTES`] bytes; so `n` items cost at least `n / 64` tokens, less one
+    /// per piece. The items a prompt does not show (`type`, the key names of a question, media
+    /// and top-level keys) are a few per question, and every question costs at least 10 tokens
+    /// of its own, or a few dozen for the media: the margin of `2 × max_context + 4096` covers
+    /// them. The one difference from Python's reading: items are counted as read, also in a
+    /// value that a repeated key replaces, and a state sent for truncation is counted too (its
+    /// first `max_context` tokens would be under 1/64 of it).
+    pub fn max_json_items(&self) -> usize {
+        self.max_context.saturating_mul(66).saturating_add(4096)
+    }
+
+    /// The longest token of the Clef vocabularies (Qwen3.5 byte-level BPE), in bytes; the
+    /// encoder checks its tokenizer against it at load time.
+    pub const MAX_TOKEN_BYTES: usize = 128;
+
     pub fn for_profile(profile: Profile) -> Self {
         match profile {
             Profile::Workers => Self::workers(),

@@ -1,7 +1,7 @@
 //! The System One request: parsing and validation in the order of api.md §7.
 
 use crate::error::ApiError;
-use crate::json::{parse_json_with_depth, Json, JsonObject};
+use crate::json::{parse_json_limited, Json, JsonObject};
 use crate::limits::Limits;
 use crate::media::{parse_images, parse_videos, MediaInput, VideoInput};
 use crate::question::{parse_question, Question};
@@ -33,6 +33,16 @@ pub fn parse_routed_request(
     limits: &Limits,
     route_model: Option<&str>,
 ) -> Result<Request, ApiError> {
+    let mut json = parse_body(body, limits)?;
+    let mut req = Request::validate(&json, limits, route_model)?;
+    // The state is moved out of the parsed body, not copied.
+    req.state = take_state(&mut json);
+    Ok(req)
+}
+
+/// Size check and parse of a request or batch body: at most `max_body_bytes`, nesting at most
+/// `max_json_depth`, at most [`Limits::max_json_items`] values and keys (413 past it).
+pub(crate) fn parse_body(body: &[u8], limits: &Limits) -> Result<Json, ApiError> {
     if body.len() > limits.max_body_bytes {
         return Err(ApiError::too_large(format!(
             "request body is {} bytes, at most {}",
@@ -40,8 +50,27 @@ pub fn parse_routed_request(
             limits.max_body_bytes
         )));
     }
-    let json = parse_json_with_depth(body, limits.max_json_depth)?;
-    Request::from_routed_json(&json, limits, route_model)
+    parse_json_limited(body, limits.max_json_depth, limits.max_json_items()).map_err(|e| {
+        if e.status == 413 {
+            ApiError::too_large(format!(
+                "{} (max_context {} tokens)",
+                e.message, limits.max_context
+            ))
+        } else {
+            e
+        }
+    })
+}
+
+/// Takes the top-level `state` out of a validated body, leaving `null`.
+pub(crate) fn take_state(json: &mut Json) -> Json {
+    match json {
+        Json::Object(body) => body
+            .get_mut("state")
+            .map(std::mem::take)
+            .unwrap_or_default(),
+        _ => Json::Null,
+    }
 }
 
 impl Request {
@@ -57,9 +86,21 @@ impl Request {
         limits: &Limits,
         route_model: Option<&str>,
     ) -> Result<Request, ApiError> {
+        let mut req = Self::validate(json, limits, route_model)?;
+        req.state = state_field(body_object(json)?)?.clone();
+        Ok(req)
+    }
+
+    /// Validates a parsed body; the returned request's `state` is `null`, for the caller to
+    /// fill (by copy or by move).
+    fn validate(
+        json: &Json,
+        limits: &Limits,
+        route_model: Option<&str>,
+    ) -> Result<Request, ApiError> {
         let body = body_object(json)?;
         let model = model_field(body, route_model)?;
-        let state = state_field(body)?;
+        state_field(body)?;
         let questions = question_object(body.get("questions"))?;
         for key in body.keys() {
             if TOP_LEVEL_FIELDS.contains(&key) {
@@ -86,7 +127,7 @@ impl Request {
         let (images, videos) = media_fields(body, limits)?;
         Ok(Request {
             model,
-            state: state.clone(),
+            state: Json::Null,
             questions,
             images,
             videos,

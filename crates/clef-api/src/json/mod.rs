@@ -10,12 +10,13 @@ mod write;
 
 pub use number::Number;
 pub use object::JsonObject;
-pub use parse::{parse_json, parse_json_with_depth, DEFAULT_MAX_DEPTH};
+pub use parse::{parse_json, parse_json_limited, parse_json_with_depth, DEFAULT_MAX_DEPTH};
 pub use write::write_json_string;
 
 /// A JSON value as the reference sees it after `json.loads`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub enum Json {
+    #[default]
     Null,
     Bool(bool),
     Number(Number),

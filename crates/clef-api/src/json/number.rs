@@ -3,12 +3,70 @@
 
 use crate::pyfloat::write_python_float;
 
-/// A JSON number literal. Invariant: `text` matches the JSON number grammar and, for floats,
+/// A JSON number literal. Invariant: the text matches the JSON number grammar and, for floats,
 /// denotes a finite f64.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+///
+/// Literals of up to [`INLINE`] bytes (nearly all) are stored inline, so a number costs no heap
+/// allocation of its own: a body of numbers costs `size_of::<Json>()` (32 bytes) per number
+/// (docs/api.md, *Parse memory*).
+#[derive(Clone)]
 pub struct Number {
-    text: String,
-    integer: bool,
+    repr: Repr,
+}
+
+/// Inline literal capacity in bytes.
+const INLINE: usize = 22;
+
+/// The literal and whether it is an integer, packed into 24 bytes.
+#[derive(Clone)]
+enum Repr {
+    InlineInt { len: u8, buf: [u8; INLINE] },
+    InlineFloat { len: u8, buf: [u8; INLINE] },
+    HeapInt(Box<str>),
+    HeapFloat(Box<str>),
+}
+
+impl Repr {
+    fn new(text: &str, integer: bool) -> Repr {
+        if text.len() <= INLINE {
+            let mut buf = [0u8; INLINE];
+            buf[..text.len()].copy_from_slice(text.as_bytes());
+            let len = text.len() as u8;
+            if integer {
+                Repr::InlineInt { len, buf }
+            } else {
+                Repr::InlineFloat { len, buf }
+            }
+        } else if integer {
+            Repr::HeapInt(text.into())
+        } else {
+            Repr::HeapFloat(text.into())
+        }
+    }
+}
+
+impl PartialEq for Number {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str() && self.is_integer() == other.is_integer()
+    }
+}
+
+impl Eq for Number {}
+
+impl std::hash::Hash for Number {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+        self.is_integer().hash(state);
+    }
+}
+
+impl std::fmt::Debug for Number {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Number")
+            .field("text", &self.as_str())
+            .field("integer", &self.is_integer())
+            .finish()
+    }
 }
 
 impl Number {
@@ -20,16 +78,14 @@ impl Number {
             return None;
         }
         Some(Number {
-            text: text.to_owned(),
-            integer,
+            repr: Repr::new(text, integer),
         })
     }
 
     /// Built by the parser, which has already checked the grammar.
     pub(crate) fn from_checked(text: &str, integer: bool) -> Number {
         Number {
-            text: text.to_owned(),
-            integer,
+            repr: Repr::new(text, integer),
         }
     }
 
@@ -41,30 +97,35 @@ impl Number {
         let mut text = String::new();
         write_python_float(&mut text, x);
         Some(Number {
-            text,
-            integer: false,
+            repr: Repr::new(&text, false),
         })
     }
 
     /// The literal as written in the source (or as constructed).
     pub fn as_str(&self) -> &str {
-        &self.text
+        match &self.repr {
+            Repr::InlineInt { len, buf } | Repr::InlineFloat { len, buf } => {
+                // Built from a &str in `Repr::new`: valid UTF-8 (ASCII, in fact).
+                std::str::from_utf8(&buf[..*len as usize]).unwrap_or_default()
+            }
+            Repr::HeapInt(text) | Repr::HeapFloat(text) => text,
+        }
     }
 
     /// True for literals without fraction or exponent: Python reads those as `int`.
     pub fn is_integer(&self) -> bool {
-        self.integer
+        matches!(self.repr, Repr::InlineInt { .. } | Repr::HeapInt(_))
     }
 
     /// The nearest f64 (infinite for integers or floats beyond the f64 range).
     pub fn as_f64(&self) -> f64 {
-        self.text.parse().unwrap_or(f64::NAN)
+        self.as_str().parse().unwrap_or(f64::NAN)
     }
 
     /// The value as a u64 when it is an integer literal that fits.
     pub fn as_u64(&self) -> Option<u64> {
-        if self.integer {
-            self.text.parse().ok()
+        if self.is_integer() {
+            self.as_str().parse().ok()
         } else {
             None
         }
@@ -73,12 +134,13 @@ impl Number {
     /// Appends the number as Python's `json.dumps` writes the value `json.loads` made of it:
     /// integers exactly (`-0` becomes `0`), floats in `repr` form.
     pub fn write_python(&self, out: &mut String) {
-        if self.integer {
-            let digits = self.text.strip_prefix('-').unwrap_or(&self.text);
+        if self.is_integer() {
+            let text = self.as_str();
+            let digits = text.strip_prefix('-').unwrap_or(text);
             if digits.bytes().all(|b| b == b'0') {
                 out.push('0');
             } else {
-                out.push_str(&self.text);
+                out.push_str(text);
             }
         } else {
             write_python_float(out, self.as_f64());
@@ -96,8 +158,7 @@ impl Number {
 impl From<u64> for Number {
     fn from(n: u64) -> Self {
         Number {
-            text: n.to_string(),
-            integer: true,
+            repr: Repr::new(&n.to_string(), true),
         }
     }
 }
@@ -105,8 +166,7 @@ impl From<u64> for Number {
 impl From<i64> for Number {
     fn from(n: i64) -> Self {
         Number {
-            text: n.to_string(),
-            integer: true,
+            repr: Repr::new(&n.to_string(), true),
         }
     }
 }
@@ -175,6 +235,20 @@ mod tests {
         for bad in ["", "-", "01", "1.", ".5", "1e", "1e+", "+1", "1 ", "NaN"] {
             assert!(Number::from_literal(bad).is_none(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn compact_and_equal_by_text() {
+        assert!(std::mem::size_of::<Number>() <= 24);
+        assert!(std::mem::size_of::<crate::Json>() <= 32);
+        let long = "1234567890123456789012345678901234567890.5e3";
+        for text in ["0", "-12", "1.5", "1234567890123456789012", long] {
+            let n = Number::from_literal(text).unwrap();
+            assert_eq!(n.as_str(), text);
+            assert_eq!(n, n.clone());
+        }
+        assert_ne!(Number::from_literal("1").unwrap(), Number::from(2u64));
+        assert_eq!(Number::from_literal("7").unwrap(), Number::from(7u64));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! it refuses.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
 
 use super::number::scan_number;
 use super::{Json, JsonObject, Number};
@@ -28,6 +29,21 @@ pub fn parse_json(bytes: &[u8]) -> Result<Json, ApiError> {
 /// [`parse_json`] with an explicit nesting limit (containers nested deeper than `max_depth`
 /// are refused).
 pub fn parse_json_with_depth(bytes: &[u8], max_depth: usize) -> Result<Json, ApiError> {
+    parse_json_limited(bytes, max_depth, usize::MAX)
+}
+
+/// [`parse_json_with_depth`] that also stops building once the document holds more than
+/// `max_items` items (every value and every object key counts one): the rest is only checked
+/// for syntax, without allocating, and the document is refused with 413/5021 (unless a syntax
+/// error comes first, or nesting deeper than `max_depth` is found). This bounds the memory a
+/// body can make the parser allocate to about `max_items × 48` bytes, whatever its shape (see
+/// docs/api.md, *Parse memory*). Items are counted as read, also in a value that a repeated
+/// key later replaces.
+pub fn parse_json_limited(
+    bytes: &[u8],
+    max_depth: usize,
+    max_items: usize,
+) -> Result<Json, ApiError> {
     let text = std::str::from_utf8(bytes).map_err(|e| {
         ApiError::bad_json(format!(
             "body is not valid UTF-8 (invalid byte at offset {})",
@@ -42,12 +58,20 @@ pub fn parse_json_with_depth(bytes: &[u8], max_depth: usize) -> Result<Json, Api
         pos: 0,
         max_depth,
         overflow: None,
+        items_left: max_items,
+        skipping: false,
     };
     parser.skip_ws();
     let value = parser.value(0)?;
     parser.skip_ws();
     if parser.pos != parser.bytes.len() {
         return Err(parser.syntax("unexpected data after the JSON value"));
+    }
+    if parser.skipping {
+        return Err(ApiError::too_large(format!(
+            "the body holds more than {max_items} JSON values and keys; refused while parsing, \
+             before tokenizing, as no request that large fits the token limit"
+        )));
     }
     if let Some((pos, literal)) = parser.overflow {
         let (line, column) = line_column(text, pos);
@@ -66,6 +90,11 @@ struct Parser<'a> {
     /// First float literal that overflows f64; reported only once the whole document parsed,
     /// so that a syntax error anywhere still wins (it is the earlier validation step).
     overflow: Option<(usize, String)>,
+    /// Items (values and keys) that may still be built.
+    items_left: usize,
+    /// Set once `items_left` ran out: from then on values are checked, not built (each
+    /// returns `Json::Null`), and the document is refused at the end.
+    skipping: bool,
 }
 
 impl Parser<'_> {
@@ -82,11 +111,31 @@ impl Parser<'_> {
         }
     }
 
+    /// Counts one item against the budget; past it, switches to skipping.
+    fn count_item(&mut self) {
+        if self.items_left == 0 {
+            self.skipping = true;
+        } else {
+            self.items_left -= 1;
+        }
+    }
+
+    /// Room for one more element: doubling, but never beyond what the item budget still
+    /// allows (each later element costs at least one item), so that the largest container's
+    /// capacity stays near the budget instead of up to twice it.
+    fn reserve_one<T>(&self, v: &mut Vec<T>) {
+        if v.len() == v.capacity() {
+            let more = v.capacity().max(4).min(self.items_left.saturating_add(1));
+            v.reserve_exact(more);
+        }
+    }
+
     fn value(&mut self, depth: usize) -> Result<Json, ApiError> {
+        self.count_item();
         match self.bytes.get(self.pos) {
             Some(b'{') => self.object(depth + 1),
             Some(b'[') => self.array(depth + 1),
-            Some(b'"') => self.string().map(Json::String),
+            Some(b'"') => self.string().map(|s| s.map_or(Json::Null, Json::String)),
             Some(b't') => self.literal("true", Json::Bool(true)),
             Some(b'f') => self.literal("false", Json::Bool(false)),
             Some(b'n') => self.literal("null", Json::Null),
@@ -122,6 +171,9 @@ impl Parser<'_> {
             return Err(self.syntax("invalid number"));
         };
         self.pos = end;
+        if self.skipping {
+            return Ok(Json::Null);
+        }
         let literal = &self.text[start..end];
         if !integer && self.overflow.is_none() {
             let value: f64 = literal.parse().unwrap_or(f64::INFINITY);
@@ -143,12 +195,20 @@ impl Parser<'_> {
         }
         loop {
             self.skip_ws();
-            items.push(self.value(depth)?);
+            let item = self.value(depth)?;
+            if self.skipping {
+                // Free what was built as soon as the budget is out.
+                items = Vec::new();
+            } else {
+                self.reserve_one(&mut items);
+                items.push(item);
+            }
             self.skip_ws();
             match self.bytes.get(self.pos) {
                 Some(b',') => self.pos += 1,
                 Some(b']') => {
                     self.pos += 1;
+                    items.shrink_to_fit();
                     return Ok(Json::Array(items));
                 }
                 _ => return Err(self.syntax("expected ',' or ']'")),
@@ -160,7 +220,10 @@ impl Parser<'_> {
         self.enter(depth)?;
         self.pos += 1;
         let mut entries: Vec<(String, Json)> = Vec::new();
-        let mut index: Option<HashMap<String, usize>> = None;
+        // Key hash → position of the first entry with that hash; a hash shared by different
+        // keys (not expected with a random SipHash key) falls back to a linear search.
+        let mut index: Option<HashMap<u64, usize>> = None;
+        let hasher = RandomState::new();
         self.skip_ws();
         if self.bytes.get(self.pos) == Some(&b'}') {
             self.pos += 1;
@@ -171,6 +234,7 @@ impl Parser<'_> {
             if self.bytes.get(self.pos) != Some(&b'"') {
                 return Err(self.syntax("expected a string key"));
             }
+            self.count_item();
             let key = self.string()?;
             self.skip_ws();
             if self.bytes.get(self.pos) != Some(&b':') {
@@ -179,27 +243,14 @@ impl Parser<'_> {
             self.pos += 1;
             self.skip_ws();
             let value = self.value(depth)?;
-            // Python dict semantics: a repeated key keeps its first position, last value.
-            let existing = match &index {
-                Some(map) => map.get(&key).copied(),
-                None => entries.iter().position(|(k, _)| *k == key),
-            };
-            match existing {
-                Some(i) => entries[i].1 = value,
-                None => {
-                    if let Some(map) = &mut index {
-                        map.insert(key.clone(), entries.len());
-                    }
-                    entries.push((key, value));
-                    if index.is_none() && entries.len() >= INDEX_THRESHOLD {
-                        index = Some(
-                            entries
-                                .iter()
-                                .enumerate()
-                                .map(|(i, (k, _))| (k.clone(), i))
-                                .collect(),
-                        );
-                    }
+            match key {
+                Some(key) if !self.skipping => {
+                    self.reserve_one(&mut entries);
+                    insert_entry(&mut entries, &mut index, &hasher, key, value)
+                }
+                _ => {
+                    entries = Vec::new();
+                    index = None;
                 }
             }
             self.skip_ws();
@@ -207,6 +258,7 @@ impl Parser<'_> {
                 Some(b',') => self.pos += 1,
                 Some(b'}') => {
                     self.pos += 1;
+                    entries.shrink_to_fit();
                     return Ok(Json::Object(JsonObject::from_unique(entries)));
                 }
                 _ => return Err(self.syntax("expected ',' or '}'")),
@@ -214,10 +266,17 @@ impl Parser<'_> {
         }
     }
 
-    /// Parses a string literal starting at the opening quote.
-    fn string(&mut self) -> Result<String, ApiError> {
+    /// Parses a string literal starting at the opening quote; `None` (checked, not built)
+    /// while skipping.
+    fn string(&mut self) -> Result<Option<String>, ApiError> {
         self.pos += 1;
-        let mut out = String::new();
+        // Escapes only shrink the text, so the literal's length bounds the value's: one
+        // allocation, no growth (a 13 MB string costs 13 MB, not up to twice that).
+        let mut out = if self.skipping {
+            None
+        } else {
+            Some(String::with_capacity(self.literal_len()))
+        };
         loop {
             let run_start = self.pos;
             while let Some(&b) = self.bytes.get(self.pos) {
@@ -227,7 +286,9 @@ impl Parser<'_> {
                 self.pos += 1;
             }
             // The run stops only at ASCII bytes, so both ends are char boundaries.
-            out.push_str(&self.text[run_start..self.pos]);
+            if let Some(out) = &mut out {
+                out.push_str(&self.text[run_start..self.pos]);
+            }
             match self.bytes.get(self.pos) {
                 Some(b'"') => {
                     self.pos += 1;
@@ -235,7 +296,10 @@ impl Parser<'_> {
                 }
                 Some(b'\\') => {
                     self.pos += 1;
-                    self.escape(&mut out)?;
+                    let c = self.escape()?;
+                    if let Some(out) = &mut out {
+                        out.push(c);
+                    }
                 }
                 Some(_) => return Err(self.syntax("control character inside a string")),
                 None => return Err(self.syntax("unterminated string")),
@@ -243,7 +307,22 @@ impl Parser<'_> {
         }
     }
 
-    fn escape(&mut self, out: &mut String) -> Result<(), ApiError> {
+    /// Bytes from the current position (just after an opening quote) to the closing quote,
+    /// or to the end of the input; escaped characters are stepped over, not checked.
+    fn literal_len(&self) -> usize {
+        let rest = &self.bytes[self.pos..];
+        let mut i = 0;
+        while i < rest.len() {
+            match rest[i] {
+                b'"' => return i,
+                b'\\' => i += 2,
+                _ => i += 1,
+            }
+        }
+        rest.len()
+    }
+
+    fn escape(&mut self) -> Result<char, ApiError> {
         let Some(&b) = self.bytes.get(self.pos) else {
             return Err(self.syntax("unterminated string"));
         };
@@ -263,8 +342,7 @@ impl Parser<'_> {
                 return Err(self.syntax("invalid escape"));
             }
         };
-        out.push(c);
-        Ok(())
+        Ok(c)
     }
 
     fn hex4(&mut self) -> Result<u32, ApiError> {
@@ -301,6 +379,40 @@ impl Parser<'_> {
             _ => first,
         };
         char::from_u32(code).ok_or_else(|| self.syntax("invalid \\u escape"))
+    }
+}
+
+/// Python dict semantics: a repeated key keeps its first position, last value.
+fn insert_entry(
+    entries: &mut Vec<(String, Json)>,
+    index: &mut Option<HashMap<u64, usize>>,
+    hasher: &RandomState,
+    key: String,
+    value: Json,
+) {
+    let existing = match index {
+        Some(map) => match map.get(&hasher.hash_one(&key)) {
+            Some(&i) if entries[i].0 == key => Some(i),
+            Some(_) => entries.iter().position(|(k, _)| *k == key),
+            None => None,
+        },
+        None => entries.iter().position(|(k, _)| *k == key),
+    };
+    match existing {
+        Some(i) => entries[i].1 = value,
+        None => {
+            if let Some(map) = index {
+                map.entry(hasher.hash_one(&key)).or_insert(entries.len());
+            }
+            entries.push((key, value));
+            if index.is_none() && entries.len() >= INDEX_THRESHOLD {
+                let mut map = HashMap::with_capacity(entries.len() * 2);
+                for (i, (k, _)) in entries.iter().enumerate() {
+                    map.entry(hasher.hash_one(k)).or_insert(i);
+                }
+                *index = Some(map);
+            }
+        }
     }
 }
 
@@ -385,6 +497,39 @@ mod tests {
         assert_eq!(status_code(deeper.as_bytes()), (422, 5012));
         let hostile = "[".repeat(1_000_000);
         assert_eq!(status_code(hostile.as_bytes()), (422, 5012));
+    }
+
+    #[test]
+    fn item_budget_is_exact_and_keeps_the_error_order() {
+        let limited = |input: &str, max: usize| match parse_json_limited(input.as_bytes(), 256, max)
+        {
+            Ok(v) => Ok(v),
+            Err(e) => Err((e.status, e.code)),
+        };
+        // `{"a":[1,2],"b":"x"}`: the object, 2 keys, the array, 2 numbers, the string = 7.
+        let doc = r#"{"a":[1,2],"b":"x"}"#;
+        assert_eq!(limited(doc, 7), Ok(parse_json(doc.as_bytes()).unwrap()));
+        assert_eq!(limited(doc, 6), Err((413, 5021)));
+        // A syntax error after the budget ran out still wins, as does depth.
+        assert_eq!(limited("[1,2,3,]", 2), Err((400, 6003)));
+        let deep = format!("[1,2,3,{}", "[".repeat(300));
+        assert_eq!(limited(&deep, 2), Err((422, 5012)));
+        // Past the budget, an out-of-range float is not read: the size refusal comes first.
+        assert_eq!(limited("[1,2,3,1e400]", 2), Err((413, 5021)));
+        assert_eq!(limited("[1e400,1,2,3]", 2), Err((413, 5021)));
+        // Under it, a big object with repeated keys keeps Python's semantics (hash index).
+        let mut body = String::from("{");
+        for i in 0..1000 {
+            body.push_str(&format!("\"k{i}\":{i},"));
+        }
+        body.push_str("\"k999\":0,\"k0\":\"last\"}");
+        let v = limited(&body, 10_000).unwrap();
+        let o = v.as_object().unwrap();
+        assert_eq!(o.len(), 1000);
+        assert_eq!(o.keys().next(), Some("k0"));
+        assert_eq!(o.get("k0"), Some(&Json::from("last")));
+        assert_eq!(o.get("k999"), Some(&Json::from(0u64)));
+        assert_eq!(o.get("k500"), Some(&Json::from(500u64)));
     }
 
     #[test]
