@@ -176,17 +176,24 @@ impl Session<'_> {
     }
 
     fn probe_failure(&self, stderr: &str) -> MediaError {
-        let msg = stderr
+        let msg = self.last_line(stderr);
+        MediaError::VideoDecode(if msg.is_empty() {
+            "ffprobe could not read the file".into()
+        } else {
+            msg
+        })
+    }
+
+    /// The last non-empty line of a program's stderr, for the client's error message, with the
+    /// server's temp-file path replaced by `input` (ffmpeg starts its messages with it).
+    fn last_line(&self, stderr: &str) -> String {
+        let line = stderr
             .lines()
             .rev()
             .find(|l| !l.trim().is_empty())
             .unwrap_or("")
             .trim();
-        MediaError::VideoDecode(if msg.is_empty() {
-            "ffprobe could not read the file".into()
-        } else {
-            msg.to_string()
-        })
+        line.replace(&*self.path.to_string_lossy(), "input")
     }
 
     /// Codec, size, rotation and declared duration of the first video stream.
@@ -425,13 +432,7 @@ impl Session<'_> {
                     message: format!("option {sync_option} not supported (fps_mode)"),
                 });
             }
-            let last = done
-                .stderr
-                .lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("")
-                .trim();
+            let last = self.last_line(&done.stderr);
             return Err(MediaError::VideoDecode(format!("ffmpeg failed: {last}")));
         }
         let got = got.unwrap_or(0);
