@@ -22,6 +22,18 @@ pub enum EncodeError {
         state_tokens: usize,
         maximum: usize,
     },
+    /// The state cannot fit, known before it was tokenized whole (docs/encoding.md,
+    /// *Bounded tokenizing*).
+    #[error(
+        "prompt is over {maximum} tokens: the state is at least {state_at_least} tokens, \
+         {budget} are left for it; {how} (state truncation was not requested)"
+    )]
+    StateTooLong {
+        state_at_least: usize,
+        budget: usize,
+        maximum: usize,
+        how: String,
+    },
     #[error("questions.{question}: the {what} renders to no tokens")]
     EmptySpan {
         question: String,
@@ -36,9 +48,9 @@ pub enum EncodeError {
 impl From<EncodeError> for ApiError {
     fn from(e: EncodeError) -> Self {
         match e {
-            EncodeError::SchemaTooLong { .. } | EncodeError::PromptTooLong { .. } => {
-                ApiError::too_large(e.to_string())
-            }
+            EncodeError::SchemaTooLong { .. }
+            | EncodeError::PromptTooLong { .. }
+            | EncodeError::StateTooLong { .. } => ApiError::too_large(e.to_string()),
             // Reachable only through the reference profile (empty id and no instructions):
             // the request's fault, not the server's.
             EncodeError::EmptySpan { .. } => ApiError::invalid(e.to_string()),

@@ -12,7 +12,7 @@ mod special;
 pub mod workload;
 
 pub use encoded::{Encoded, EncodedOption, EncodedQuestion};
-pub use encoder::{EncodeOptions, Encoder, Truncation, DEFAULT_MAX_LENGTH};
+pub use encoder::{EncodeOptions, Encoder, Truncation, CHUNK_BYTES, DEFAULT_MAX_LENGTH};
 pub use error::EncodeError;
 pub use media::{
     ImageLayout, MediaKind, MediaLayout, MediaSlot, VideoGroup, VideoLayout, FRAMES_PER_GROUP,
