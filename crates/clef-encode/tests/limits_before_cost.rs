@@ -81,9 +81,31 @@ fn string_state(text: &str, bytes: usize) -> String {
 
 const MB: usize = 1_000_000;
 
+/// `VmHWM` and `VmRSS` of this process in kB (report mode only: Linux, informative).
+fn rss_kb() -> (usize, usize) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmHWM:"), field("VmRSS:"))
+}
+
 fn refused(name: &str, body: &[u8], truncation: Truncation, peak_limit: usize) -> ApiError {
     let enc = qwen();
+    let report = std::env::var_os("CLEF_LIMITS_REPORT").is_some();
+    if report {
+        // Resets the high-water mark of the resident set (Linux).
+        let _ = std::fs::write("/proc/self/clear_refs", "5");
+    }
+    let rss_before = rss_kb().1;
+    let started = std::time::Instant::now();
     let (peak, out) = peak_growth(|| decide(enc, body, truncation));
+    let elapsed = started.elapsed();
+    let rss_growth_mb = rss_kb().0.saturating_sub(rss_before) as f64 / 1e3;
     let Err(err) = out else {
         panic!("{name}: accepted")
     };
@@ -99,11 +121,13 @@ fn refused(name: &str, body: &[u8], truncation: Truncation, peak_limit: usize) -
         peak as f64 / 1e6,
         body.len() as f64 / 1e6
     );
-    if std::env::var_os("CLEF_LIMITS_REPORT").is_some() {
+    if report {
         eprintln!(
-            "{name}: {:.1} MB body, peak {:.1} MB beyond it: {}",
+            "{name}: {:.1} MB body, heap peak {:.1} MB beyond it, RSS peak growth {rss_growth_mb:.1} \
+             MB, {:.0} ms: {}",
             body.len() as f64 / 1e6,
             peak as f64 / 1e6,
+            elapsed.as_secs_f64() * 1e3,
             err.message
         );
     }
