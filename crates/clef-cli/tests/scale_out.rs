@@ -315,8 +315,15 @@ fn number_at(json: &clef_api::Json, path: &[&str]) -> f64 {
 #[test]
 fn three_replicas_behind_haproxy() {
     let test = "scale_out::three_replicas_behind_haproxy";
-    let Some(found) = clef_testkit::tools::require(test, &["haproxy"]) else {
-        return;
+    // Debian installs haproxy in /usr/sbin, which is not on every user's PATH.
+    let mut path = std::env::var_os("PATH").unwrap_or_default();
+    path.push(":/usr/sbin:/usr/local/sbin");
+    let haproxy = match clef_testkit::tools::find_on_path("haproxy", &path) {
+        Some(p) => p,
+        None => match clef_testkit::tools::require(test, &["haproxy"]) {
+            Some(found) => found[0].clone(),
+            None => return,
+        },
     };
     let t_start = Instant::now();
     // Not a multiple of 3: strict round robin (HAProxy's choice without the header) would
@@ -359,7 +366,7 @@ fn three_replicas_behind_haproxy() {
         ..Default::default()
     });
     let mut r1 = r1;
-    let lb = Haproxy::start(&found[0], [r1.addr, r2.addr, r3.addr]);
+    let lb = Haproxy::start(&haproxy, [r1.addr, r2.addr, r3.addr]);
 
     // The cache budget holds more than a replica's share and fewer than all the states.
     let models = r1.send(&Req::get("/v1/models")).json();
