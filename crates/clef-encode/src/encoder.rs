@@ -276,6 +276,7 @@ impl Encoder {
             let at_least = self.token_lower_bound(&state_text);
             if at_least > budget {
                 return Err(EncodeError::StateTooLong {
+                    tokens_at_least: fixed + at_least,
                     state_at_least: at_least,
                     budget,
                     maximum: opts.max_length,
@@ -305,6 +306,7 @@ impl Encoder {
             match opts.truncation {
                 Truncation::Refuse if !complete => {
                     return Err(EncodeError::StateTooLong {
+                        tokens_at_least: fixed + state_tokens,
                         state_at_least: state_tokens,
                         budget,
                         maximum: opts.max_length,

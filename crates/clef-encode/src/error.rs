@@ -25,10 +25,14 @@ pub enum EncodeError {
     /// The state cannot fit, known before it was tokenized whole (docs/encoding.md,
     /// *Bounded tokenizing*).
     #[error(
-        "prompt is over {maximum} tokens: the state is at least {state_at_least} tokens, \
-         {budget} are left for it; {how} (state truncation was not requested)"
+        "prompt is at least {tokens_at_least} tokens (at least {state_at_least} of them \
+         state, {budget} left for it); maximum is {maximum}; {how} (state truncation was not \
+         requested)"
     )]
     StateTooLong {
+        /// The fixed part plus `state_at_least`: the same wording as `PromptTooLong`, so a
+        /// client reads "prompt is [at least] N tokens ... maximum is M" either way.
+        tokens_at_least: usize,
         state_at_least: usize,
         budget: usize,
         maximum: usize,
