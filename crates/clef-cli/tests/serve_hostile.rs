@@ -196,6 +196,73 @@ fn a_thousand_declared_bodies_hold_no_memory() {
 }
 
 #[test]
+fn huge_states_are_refused_before_they_cost_memory() {
+    // The largest body the server takes (13 MiB by default), as states whose cost grows with
+    // their size: millions of tiny values (each a parsed item), and one long string (each
+    // word a token). Both must be refused by their bounds (the JSON item budget; the token
+    // lower bound) before the parser builds them or the tokenizer reads them. The peak includes
+    // the body itself (13 MB).
+    let server = Server::start(&[]);
+    assert_eq!(server.post(SYSTEMONE, &good_request()).status, 200);
+    let numbers = format!("[{}]", vec!["1"; 13_000_000 / 2 - 8].join(","));
+    let string = format!("\"{}\"", "word ".repeat(13_000_000 / 5 - 20));
+    for (what, state) in [("numbers", numbers), ("a string", string)] {
+        let body = format!(
+            r#"{{"model": "clef", "state": {state}, "questions": {{"q": {{"type": "noul", "instructions": "Is it?"}}}}}}"#
+        );
+        assert!(
+            body.len() > 12_900_000 && body.len() < 13 << 20,
+            "{}",
+            body.len()
+        );
+        let before = server.peak_rss_bytes();
+        let t0 = Instant::now();
+        let r = server.post(SYSTEMONE, body.as_bytes());
+        let took = t0.elapsed();
+        assert_failure(&r, 413, 5021);
+        let growth = server.peak_rss_bytes().saturating_sub(before);
+        assert!(
+            growth < 100_000_000,
+            "a 13 MB state of {what}: peak RSS grew {} MiB",
+            growth >> 20
+        );
+        println!(
+            "13 MB state of {what}: 413 in {took:?}, peak RSS growth {} MiB: {}",
+            growth >> 20,
+            error_message(&r)
+        );
+    }
+    assert_eq!(server.post(SYSTEMONE, &good_request()).status, 200);
+}
+
+#[test]
+fn a_thousand_scan_jpeg_is_refused_before_it_takes_the_slot() {
+    // A 100 kB progressive JPEG of 1,000 scans at 4000x4000 would keep libjpeg busy for
+    // seconds; it is refused from its markers (docs/media.md §8) and the one computing slot
+    // is free for the next request at once, long before the 5 s deadline.
+    let server = Server::start(&["--deadline", "5", "--queue-depth", "0"]);
+    let jpeg = std::fs::read(fixtures().join("media/progressive_1000scans.jpg"))
+        .expect("the 1000-scan JPEG fixture");
+    use base64::Engine as _;
+    let data = base64::engine::general_purpose::STANDARD.encode(&jpeg);
+    let body = format!(
+        r#"{{"model": "clef", "state": "x", "images": ["data:image/jpeg;base64,{data}"], "questions": {{"q": {{"type": "noul", "instructions": "Is it?"}}}}}}"#
+    );
+    let t0 = Instant::now();
+    let r = server.post(SYSTEMONE, body.as_bytes());
+    assert_failure(&r, 422, 5012);
+    let message = error_message(&r);
+    assert!(message.contains("1000 scans"), "{message}");
+    // With no queue, a slot still held would make this a 429.
+    assert_eq!(server.post(SYSTEMONE, &good_request()).status, 200);
+    println!(
+        "1000-scan JPEG: 422 then a good request answered {:?} after the first was sent",
+        t0.elapsed()
+    );
+    assert_eq!(server.metrics().value("clef_inflight_requests"), 0.0);
+}
+
+#[test]
 fn a_full_queue_refuses_before_reading_the_body() {
     // One computing slot, no queue: a long request holds the slot, so the next request must be
     // refused from its head alone; its body is never sent.

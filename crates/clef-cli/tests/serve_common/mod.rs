@@ -204,17 +204,26 @@ impl Server {
 
     /// Resident set size of the server process, from /proc.
     pub fn rss_bytes(&self) -> u64 {
+        self.proc_status_bytes("VmRSS:")
+    }
+
+    /// The most the server process has ever had resident (the kernel's high-water mark).
+    pub fn peak_rss_bytes(&self) -> u64 {
+        self.proc_status_bytes("VmHWM:")
+    }
+
+    fn proc_status_bytes(&self, field: &str) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
             .expect("/proc/<pid>/status");
         let line = status
             .lines()
-            .find(|l| l.starts_with("VmRSS:"))
-            .expect("VmRSS line");
+            .find(|l| l.starts_with(field))
+            .unwrap_or_else(|| panic!("{field} line"));
         let kib: u64 = line
             .split_whitespace()
             .nth(1)
             .and_then(|v| v.parse().ok())
-            .expect("VmRSS value");
+            .unwrap_or_else(|| panic!("{field} value"));
         kib * 1024
     }
 
