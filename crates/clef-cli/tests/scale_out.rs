@@ -122,6 +122,26 @@ impl Haproxy {
             .collect()
     }
 
+    /// Columns of the backend's own stats row (`svname` BACKEND), e.g. `wretr` (requests
+    /// retried) and `wredis` (sent to another server).
+    fn backend_counter(&self, column: &str) -> u64 {
+        let csv = send(self.stats, &Req::get("/stats;csv")).text();
+        let mut lines = csv.lines();
+        let header: Vec<&str> = lines
+            .next()
+            .unwrap_or_default()
+            .trim_start_matches("# ")
+            .split(',')
+            .collect();
+        let col = |name: &str| header.iter().position(|h| *h == name).expect(name);
+        let (px, sv, c) = (col("pxname"), col("svname"), col(column));
+        lines
+            .map(|l| l.split(',').collect::<Vec<_>>())
+            .find(|f| f.len() > c && f[px] == "clef_replicas" && f[sv] == "BACKEND")
+            .and_then(|f| f[c].parse().ok())
+            .unwrap_or_else(|| panic!("{column} of the backend in:\n{csv}"))
+    }
+
     fn wait_statuses(&self, want: &[(&str, &str)]) {
         let t0 = Instant::now();
         loop {
@@ -342,7 +362,7 @@ fn three_replicas_behind_haproxy() {
     // holds every state, the case most favourable to going without the header).
     let cache_states = states.div_ceil(3) + 1;
     let sized = std::env::var("CLEF_SCALE_OUT_CACHE_MIB").is_err();
-    let cache_mib = size("CACHE_MIB", (cache_states * 807_000 + (1 << 19)) >> 20);
+    let cache_mib = size("CACHE_MIB", (cache_states * 807_000).div_ceil(1 << 20));
     let cache_mib = cache_mib.to_string();
     let args = vec![
         "--state-cache-mib",
@@ -462,10 +482,14 @@ fn three_replicas_behind_haproxy() {
         })
         .expect("a session that hashes to r1");
     let stop = AtomicBool::new(false);
+    // Requests the load clients have begun to send.
+    let started = AtomicUsize::new(0);
     let signalled = AtomicBool::new(false);
     let load = Mutex::new(Tally::default());
     let after_exit = Mutex::new(std::collections::BTreeMap::<String, usize>::new());
     let exited = AtomicBool::new(false);
+    let (retries_before, redispatches_before) =
+        (lb.backend_counter("wretr"), lb.backend_counter("wredis"));
     let t_load = Instant::now();
     let (in_flight, status) = std::thread::scope(|scope| {
         let long = scope.spawn(|| {
@@ -477,13 +501,15 @@ fn three_replicas_behind_haproxy() {
             m.value("clef_inflight_requests") >= 1.0
         });
         for c in 0..load_clients {
-            let (stop, load, after_exit, exited) = (&stop, &load, &after_exit, &exited);
+            let (stop, load, after_exit, exited, started) =
+                (&stop, &load, &after_exit, &exited, &started);
             scope.spawn(move || {
                 let mut i = c;
                 while !stop.load(Ordering::SeqCst) {
                     let s = i % states;
                     // Sent after r1 exited: it cannot be answered there.
                     let after = exited.load(Ordering::SeqCst);
+                    started.fetch_add(1, Ordering::SeqCst);
                     let o = ask(
                         lb.addr,
                         &body(&state("a", s), rounds + i / states),
@@ -505,7 +531,18 @@ fn three_replicas_behind_haproxy() {
                 }
             });
         }
-        std::thread::sleep(Duration::from_millis(500));
+        // SIGTERM once every load client has a request on its way (on every replica, r1
+        // included, queued behind the long request there), and while the long request still
+        // computes: a fixed wait would outlast it in a release build.
+        let t_wait = Instant::now();
+        while started.load(Ordering::SeqCst) < load_clients {
+            assert!(
+                t_wait.elapsed() < Duration::from_secs(10),
+                "load clients did not start"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(20));
         signalled.store(true, Ordering::SeqCst);
         r1.signal("TERM");
         let status = r1.wait_exit(Duration::from_secs(120));
@@ -524,10 +561,15 @@ fn three_replicas_behind_haproxy() {
         other => panic!("the request in flight on r1 at SIGTERM: {other:?}"),
     }
     lb.wait_statuses(&[("r1", "DOWN"), ("r2", "UP"), ("r3", "UP")]);
+    // What the balancer did for the clients: requests it sent again (a refused connection or
+    // a 503 from the draining replica), and those it sent to another replica.
+    let retries = lb.backend_counter("wretr") - retries_before;
+    let redispatches = lb.backend_counter("wredis") - redispatches_before;
     report(&format!(
         "SIGTERM to r1 under load ({load_clients} clients, {:.1} s): sent {} = answered {} + \
-         refused with Retry-After {} + lost {}; the request in flight on r1 answered by r1; \
-         answers after r1 exited: {after_exit:?}",
+         refused with Retry-After {} + lost {}; HAProxy retried {retries} and redispatched \
+         {redispatches} of them; the request in flight on r1 answered by r1; answers after r1 \
+         exited: {after_exit:?}",
         t_load.elapsed().as_secs_f64(),
         load.sent,
         load.answered,
