@@ -13,6 +13,7 @@ use crate::state_cache::{
 };
 use clef_api::{ApiError, BatchRequest, Limits, Request};
 use clef_encode::{EncodeOptions, Encoded, Encoder, MediaKind, MediaLayout, Truncation};
+#[cfg(feature = "lut6")]
 use clef_formats::BundleFormat;
 use clef_media::{Cancel, MediaLimits, PatchGrid, ProcessorConfig};
 use clef_model::vision::{VisionGrid, VisionItem};
@@ -154,8 +155,10 @@ pub fn softmax_f32(logits: &[f32]) -> Vec<f32> {
 /// LUT-6 bundle's text weights through `clef-ane`, the others as safetensors).
 pub fn load_model(dir: &Path) -> Result<Model, ModelError> {
     match clef_model::bundle::bundle_format(dir) {
+        #[cfg(feature = "lut6")]
         Ok(Some(BundleFormat::Lut6)) => clef_ane::load_model(dir),
-        // a release, another format, or a manifest that `Model::load` refuses by name
+        // a release, another format, or a manifest that `Model::load` refuses by name (a LUT-6
+        // bundle too, in a build without the `lut6` feature)
         _ => Model::load(dir),
     }
 }
@@ -166,6 +169,7 @@ impl Engine {
         // Resolve the linears' arithmetic once, so that a mode the weights cannot run is a
         // load error and what is reported (`/v1/models`) is what runs.
         config.run.matmul = Some(model.matmul_mode(&config.run)?);
+        #[cfg(feature = "lut6")]
         if config.model_image_cap && model.format == Some(clef_ane::FORMAT) {
             config.media.max_image_pixels = config
                 .media

@@ -5,14 +5,16 @@
 //! - [`coreml`]: MIL blob storage v2 (`weight.bin`) writer and reader (§2.5).
 //! - [`ternary`], [`affine4`]: clef-ternary-v1 codes, parameters and packing (§3).
 //! - [`quantizer`]: the "mse" range search and round-to-nearest (§4.3).
-//! - [`gptq`]: Hessian accumulation and GPTQ with lazy blocks (§4).
-//! - [`cloq`]: the CLoQ closed-form low-rank adapter (§5).
+//! - [`gptq`]: Hessian accumulation and GPTQ with lazy blocks (§4); feature `calibrate`.
+//! - [`cloq`]: the CLoQ closed-form low-rank adapter (§5); feature `calibrate`.
 //! - [`size`]: model shapes from `config.json` and bundle size models (§2.10, §3.7).
 
 pub mod affine4;
+#[cfg(feature = "calibrate")]
 pub mod cloq;
 pub mod coreml;
 pub mod error;
+#[cfg(feature = "calibrate")]
 pub mod gptq;
 pub mod lut6;
 pub mod quantizer;
