@@ -21,3 +21,13 @@ pub fn peak_rss_bytes() -> Option<u64> {
 pub fn reset_peak_rss() -> bool {
     std::fs::write("/proc/self/clear_refs", "5").is_ok()
 }
+
+/// A byte count as people read memory figures: GiB with two decimals from 1 GiB up, whole MiB
+/// below; "n/a" where the platform gives no figure.
+pub fn fmt_bytes(b: Option<u64>) -> String {
+    match b {
+        Some(b) if b >= 1 << 30 => format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64),
+        Some(b) => format!("{:.0} MiB", b as f64 / (1u64 << 20) as f64),
+        None => "n/a".into(),
+    }
+}

@@ -57,7 +57,7 @@ pub fn run(args: BenchArgs, threads: usize) -> anyhow::Result<ExitCode> {
             "model {} | load {:.2} s | RSS after load {} | threads {threads} | matmul {matmul} | ISA {} | f32 FMA peak {peak:.1} GFLOP/s{}",
             args.model.display(),
             load_s,
-            fmt_bytes(memory::rss_bytes()),
+            memory::fmt_bytes(memory::rss_bytes()),
             clef_kernels::Isa::detect().name(),
             int8_peak.map_or(String::new(), |p| format!(
                 " | int8 peak {p:.1} G-ops/s ({})",
@@ -107,7 +107,7 @@ pub fn run(args: BenchArgs, threads: usize) -> anyhow::Result<ExitCode> {
                 r.timings.head_s,
                 r.flops.total() / 1e9 / r.tokens as f64,
                 pct,
-                fmt_bytes(r.peak_rss)
+                memory::fmt_bytes(r.peak_rss)
             );
             print_linears(&r, peak, int8_peak);
         }
@@ -140,13 +140,5 @@ fn print_linears(r: &BenchResult, f32_peak: f64, int8_peak: Option<f64>) {
             rate,
             100.0 * rate / peak,
         );
-    }
-}
-
-pub fn fmt_bytes(b: Option<u64>) -> String {
-    match b {
-        Some(b) if b >= 1 << 30 => format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64),
-        Some(b) => format!("{:.0} MiB", b as f64 / (1u64 << 20) as f64),
-        None => "n/a".into(),
     }
 }

@@ -1,74 +1,9 @@
-//! `clef demo`: a request answered end to end on a fresh machine, with no download. By
-//! default it uses `nano`, a small toy checkpoint built into the binary that was trained on four
-//! synthetic task families (so its answers mean something for those requests only); with
-//! `--synthetic PRESET` it writes a random-weight checkpoint instead, whose answers are random.
+//! `clef demo`: the README's demo (crate clef-demo) with its options on the command line.
 
-use super::bench::fmt_bytes;
 use clap::Args;
-use clef_api::confidence::first_argmax;
-use clef_api::{build_response, Answer, AnswerOptions, Limits};
-use clef_engine::{DecideOptions, Engine, EngineConfig};
-use clef_model::memory;
-use clef_model::synth::{synthesize, Preset, SynthOptions};
-use std::path::Path;
+use clef_demo::DemoOptions;
+use clef_model::synth::Preset;
 use std::process::ExitCode;
-use std::time::Instant;
-
-const NANO: &[(&str, &[u8])] = &[
-    (
-        "config.json",
-        include_bytes!("../../../../tests/fixtures/models/nano/config.json"),
-    ),
-    (
-        "generation_config.json",
-        include_bytes!("../../../../tests/fixtures/models/nano/generation_config.json"),
-    ),
-    (
-        "joint_head.safetensors",
-        include_bytes!("../../../../tests/fixtures/models/nano/joint_head.safetensors"),
-    ),
-    (
-        "joint_head_config.json",
-        include_bytes!("../../../../tests/fixtures/models/nano/joint_head_config.json"),
-    ),
-    (
-        "model.safetensors",
-        include_bytes!("../../../../tests/fixtures/models/nano/model.safetensors"),
-    ),
-    (
-        "processor_config.json",
-        include_bytes!("../../../../tests/fixtures/models/nano/processor_config.json"),
-    ),
-    (
-        "tokenizer.json",
-        include_bytes!("../../../../tests/fixtures/models/nano/tokenizer.json"),
-    ),
-    (
-        "tokenizer_config.json",
-        include_bytes!("../../../../tests/fixtures/models/nano/tokenizer_config.json"),
-    ),
-];
-
-/// Requests from nano's task families (held-out style: states it never saw in training).
-const EXAMPLES: &[&str] = &[
-    r#"{"model": "clef", "state": "Your app is delighted. Support was helpful too.",
-        "questions": {"happy": {"type": "noul", "instructions": "Is the customer happy?"}}}"#,
-    r#"{"model": "clef", "state": {"order": {"id": 6311, "status": "shipped", "items": 3, "total": 161.84}, "payment": {"status": "failed"}},
-        "questions": {"status": {"type": "choice", "instructions": "What is the order status?",
-          "criteria": {"cancelled": "The order was cancelled", "pending": "The order is not shipped yet", "shipped": "The order has shipped"}}}}"#,
-    r#"{"model": "clef", "state": "Please check the login page, production is down for everyone.",
-        "questions": {"urgency": {"type": "score", "instructions": "Rate the urgency.",
-          "criteria": ["Not urgent", "Low", "High", "Critical"]}}}"#,
-];
-
-/// What the numbers of each question type mean, printed once before the examples.
-const HOW_TO_READ: &str = "\
-how to read the answers:
-  noul   : the probability that the answer is yes (P(true)); 0.80 means 80% yes.
-  choice : the most probable option; `confidence` is its probability, and `probabilities`
-           lists every option's, in the order the request gave them.
-  score  : the expected level, the sum of level x probability over levels 0..n-1 (`legend`
-           maps each level to its description); `confidence` is the likeliest level's probability.";
 
 #[derive(Args)]
 pub struct DemoArgs {
@@ -82,125 +17,12 @@ pub struct DemoArgs {
 }
 
 pub fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
-    let dir = tempfile::tempdir()?;
-    let t0 = Instant::now();
-    let what = match args.synthetic {
-        Some(preset) => {
-            synthesize(
-                dir.path(),
-                &SynthOptions {
-                    preset,
-                    layers: args.layers,
-                    seed: 1,
-                },
-            )?;
-            format!("a synthetic {preset:?} checkpoint (random weights: its answers are random)")
-        }
-        None => {
-            write_nano(dir.path())?;
-            "nano, a toy checkpoint trained on four synthetic task families (not Clef's weights)"
-                .to_string()
-        }
-    };
-    let prepared_s = t0.elapsed().as_secs_f64();
-    let t1 = Instant::now();
-    let engine = Engine::load(
-        dir.path(),
-        EngineConfig {
-            limits: Limits::workers(),
-            ..Default::default()
+    clef_demo::run(
+        DemoOptions {
+            synthetic: args.synthetic,
+            layers: args.layers,
         },
+        &mut std::io::stdout().lock(),
     )?;
-    println!("model: {what}");
-    println!(
-        "prepared in {prepared_s:.2} s, loaded in {:.2} s",
-        t1.elapsed().as_secs_f64()
-    );
-    println!("{HOW_TO_READ}");
-    for example in EXAMPLES {
-        let req = match engine.parse(example.as_bytes()) {
-            Ok(r) => r,
-            Err(e) => anyhow::bail!("example request refused: {e}"),
-        };
-        let t = Instant::now();
-        let d = engine
-            .decide(&req, &DecideOptions::default())
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let response = build_response(
-            &req,
-            &d.probabilities_f64(),
-            d.encoded.input_ids.len(),
-            &AnswerOptions::default(),
-        )
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let ms = t.elapsed().as_secs_f64() * 1e3;
-        println!("\nrequest : {}", compact(example));
-        println!("response: {}", response.to_json_string());
-        for (id, answer) in &response.answers {
-            println!("reading : {id}: {}", reading(answer));
-        }
-        println!(
-            "timing  : {ms:.1} ms for {} tokens (backbone {:.1} ms, head {:.1} ms)",
-            d.encoded.input_ids.len(),
-            d.timings.backbone_s * 1e3,
-            d.timings.head_s * 1e3
-        );
-    }
-    println!(
-        "\npeak resident memory {}",
-        fmt_bytes(memory::peak_rss_bytes())
-    );
-    println!("Try it yourself on the same model, committed at tests/fixtures/models/nano:");
-    println!("  cargo run --release -p clef-cli -- serve --model tests/fixtures/models/nano");
-    println!(
-        "(README: a curl request to it). For the real weights, point `clef decide --model DIR` or"
-    );
-    println!("`clef serve --model DIR` at a Clef or Clef-Flash release folder.");
     Ok(ExitCode::SUCCESS)
-}
-
-/// One answer in words, e.g. `yes with probability 0.80`.
-fn reading(answer: &Answer) -> String {
-    match answer {
-        Answer::Noul { noul } => format!(
-            "{} (P(yes) = {noul:.2})",
-            if *noul >= 0.5 { "yes" } else { "no" }
-        ),
-        Answer::Choice {
-            choice, confidence, ..
-        } => format!("{choice:?}, with probability {confidence:.2}"),
-        Answer::Score {
-            score,
-            legend,
-            probabilities,
-            ..
-        } => {
-            // The likeliest level, named by its description.
-            let p: Vec<f64> = probabilities.iter().map(|(_, p)| *p).collect();
-            let level = first_argmax(&p);
-            let name = legend
-                .get(level)
-                .map_or_else(String::new, |(_, d)| match d {
-                    clef_api::Json::String(s) => format!(" ({s:?})"),
-                    other => format!(" ({})", other.to_json_string()),
-                });
-            format!(
-                "expected level {score:.2} of 0..{}; likeliest level {}{name} with probability {:.2}",
-                legend.len().saturating_sub(1),
-                level,
-                p.get(level).copied().unwrap_or(0.0)
-            )
-        }
-    }
-}
-
-fn write_nano(dir: &Path) -> std::io::Result<()> {
-    for (name, bytes) in NANO {
-        std::fs::write(dir.join(name), bytes)?;
-    }
-    Ok(())
-}
-
-fn compact(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
