@@ -4,6 +4,9 @@
 pub mod matrix;
 pub mod mse;
 pub mod norm;
+mod score;
+#[cfg(target_arch = "x86_64")]
+mod score_avx2;
 
 use half::bf16;
 

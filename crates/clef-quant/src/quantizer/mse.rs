@@ -9,7 +9,7 @@
 //! first (larger p) is kept. Exact ties are common: the weights are BF16 values, so two scales
 //! often leave the same multiset of errors.
 
-use super::norm::pow_norm;
+use super::score::score;
 use super::{GroupParams, QuantFormat};
 use crate::affine4::Affine4Params;
 use crate::ternary::TernaryParams;
@@ -20,32 +20,6 @@ pub const NORM: f32 = 2.4;
 pub const GRID: usize = 100;
 /// Number of shrink factors tried (maxshrink·grid = 80: p from 1.00 down to 0.21).
 pub const MAX_SHRINK_STEPS: usize = 80;
-
-/// Σ |Q(w) − w|^2.4 over the group. The match is hoisted and eight independent f32 lanes
-/// accumulate, so the per-weight work vectorizes; the lanes are summed in f64.
-fn score(group: &[f32], params: &GroupParams) -> f64 {
-    match params {
-        GroupParams::Ternary(p) => {
-            sum_lanes(group, |w| pow_norm((p.dequantize(p.trit(w)) - w).abs()))
-        }
-        GroupParams::Affine4(p) => {
-            sum_lanes(group, |w| pow_norm((p.dequantize(p.code(w)) - w).abs()))
-        }
-    }
-}
-
-#[inline(always)]
-fn sum_lanes(group: &[f32], f: impl Fn(f32) -> f32) -> f64 {
-    let mut lanes = [0.0f32; 8];
-    let mut chunks = group.chunks_exact(8);
-    for c in &mut chunks {
-        for (l, &w) in lanes.iter_mut().zip(c) {
-            *l += f(w);
-        }
-    }
-    let tail: f64 = chunks.remainder().iter().map(|&w| f64::from(f(w))).sum();
-    lanes.iter().map(|&l| f64::from(l)).sum::<f64>() + tail
-}
 
 /// Relative difference of two fast scores below which they are compared precisely. The fast
 /// score's error is below 2e-6 relative (the power's 1e-6 plus f32 accumulation of ≤ 64 terms).

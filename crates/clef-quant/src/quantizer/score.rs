@@ -1,0 +1,140 @@
+//! The range search's fast score, Σ |Q(w) − w|^2.4 over one group, and its per-ISA paths.
+//!
+//! The search evaluates it for up to 80 candidates per group of 64 weights, so it is nearly all
+//! of a round-to-nearest conversion's time (84% in a profile of the Clef-Flash slice). The
+//! scalar loop below does not vectorize (the integer division by 5 and the table lookup of the
+//! power stay scalar), so x86-64 with AVX2 runs [`super::score_avx2`], which computes the same
+//! operations lane by lane, in the same order and without fused multiply-adds: both paths give
+//! bit-identical scores (property test), so the search's choices, and the converted bytes, do
+//! not depend on the machine.
+
+use super::norm::pow_norm;
+use super::GroupParams;
+
+/// Lanes of the accumulator: element i of a group adds into lane i mod 8, lanes are summed in
+/// f64 in lane order, then the tail (the last len mod 8 elements) in f64. Every path keeps this
+/// order.
+pub(crate) const LANES: usize = 8;
+
+/// The score on the fastest path this CPU has.
+pub(crate) fn score(group: &[f32], params: &GroupParams) -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: AVX2 is available (checked just above).
+        return unsafe { super::score_avx2::score(group, params) };
+    }
+    score_scalar(group, params)
+}
+
+/// |Q(w) − w| for one weight, the error whose power is summed.
+#[inline(always)]
+pub(crate) fn error(params: &GroupParams, w: f32) -> f32 {
+    match params {
+        GroupParams::Ternary(p) => (p.dequantize(p.trit(w)) - w).abs(),
+        GroupParams::Affine4(p) => (p.dequantize(p.code(w)) - w).abs(),
+    }
+}
+
+/// The portable path, and the twin every SIMD path is compared with.
+pub(crate) fn score_scalar(group: &[f32], params: &GroupParams) -> f64 {
+    let mut lanes = [0.0f32; LANES];
+    let mut chunks = group.chunks_exact(LANES);
+    for c in &mut chunks {
+        for (l, &w) in lanes.iter_mut().zip(c) {
+            *l += pow_norm(error(params, w));
+        }
+    }
+    lanes.iter().map(|&l| f64::from(l)).sum::<f64>() + tail_sum(chunks.remainder(), params)
+}
+
+/// The last len mod 8 elements, in f64 (shared by every path).
+pub(crate) fn tail_sum(tail: &[f32], params: &GroupParams) -> f64 {
+    tail.iter()
+        .map(|&w| f64::from(pow_norm(error(params, w))))
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::affine4::Affine4Params;
+    use crate::ternary::TernaryParams;
+    use half::bf16;
+    use proptest::prelude::*;
+
+    /// Weights as a release stores them (BF16 values), over many magnitudes, with exact zeros,
+    /// repeats and the odd outlier.
+    fn weight() -> impl Strategy<Value = f32> {
+        prop_oneof![
+            8 => (-1.0f32..1.0, -30i32..4).prop_map(|(m, e)| bf16::from_f32(m * 2f32.powi(e)).to_f32()),
+            1 => Just(0.0f32),
+            1 => (-1e6f32..1e6).prop_map(|w| bf16::from_f32(w).to_f32()),
+            1 => -1e-38f32..1e-38,
+        ]
+    }
+
+    fn params() -> impl Strategy<Value = GroupParams> {
+        prop_oneof![
+            (0u16..0x7f80).prop_map(|s| GroupParams::Ternary(TernaryParams {
+                scale: bf16::from_bits(s)
+            })),
+            (0u16..0x7f80, any::<u16>()).prop_map(|(s, b)| {
+                let bias = bf16::from_bits(b);
+                GroupParams::Affine4(Affine4Params {
+                    scale: bf16::from_bits(s),
+                    bias: if bias.to_f32().is_finite() {
+                        bias
+                    } else {
+                        bf16::ZERO
+                    },
+                })
+            }),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// The dispatched path (AVX2 where present) gives the scalar twin's score bit for bit,
+        /// for every group length (tails included) and parameters (a zero scale included).
+        #[test]
+        fn every_path_matches_the_scalar_twin(
+            group in prop::collection::vec(weight(), 0..140),
+            p in params(),
+        ) {
+            let want = score_scalar(&group, &p);
+            prop_assert_eq!(score(&group, &p).to_bits(), want.to_bits(), "{} vs {}", score(&group, &p), want);
+        }
+
+        /// Groups fitted by the search itself: the candidates the search scores.
+        #[test]
+        fn fitted_candidates_match_the_scalar_twin(
+            group in prop::collection::vec(weight(), 64),
+            k in 0usize..80,
+        ) {
+            let (lo, hi, m) = group.iter().fold((0.0f32, 0.0f32, 0.0f32), |(lo, hi, m), &w| {
+                (lo.min(w), hi.max(w), m.max(w.abs()))
+            });
+            let p = (1.0 - k as f64 / 100.0) as f32;
+            for c in [
+                GroupParams::Ternary(TernaryParams::from_max_abs(m, p)),
+                GroupParams::Affine4(Affine4Params::from_range(lo, hi, p)),
+            ] {
+                prop_assert_eq!(score(&group, &c).to_bits(), score_scalar(&group, &c).to_bits());
+            }
+        }
+    }
+
+    /// The test above exercises a SIMD path only where the CPU has one; say so when it cannot.
+    #[test]
+    fn reports_which_path_ran() {
+        #[cfg(target_arch = "x86_64")]
+        let simd = std::arch::is_x86_feature_detected!("avx2");
+        #[cfg(not(target_arch = "x86_64"))]
+        let simd = false;
+        eprintln!(
+            "range-search score: {}",
+            if simd { "avx2" } else { "scalar only" }
+        );
+    }
+}
