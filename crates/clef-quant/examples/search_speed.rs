@@ -1,6 +1,8 @@
 //! Speed of the mse range search against a libm baseline measured in the same run (not a test).
 //!
-//! `cargo run --release -p clef-quant --example search_speed`
+//! `cargo run --release -p clef-quant --example search_speed` (the search runs on the best
+//! instruction set; `CLEF_ISA=avx2` or `scalar` lowers it, the scalar twin being the search as
+//! it was before the SIMD scores).
 
 use std::time::Instant;
 
@@ -65,8 +67,9 @@ fn main() {
         let t_fast = t0.elapsed().as_secs_f64();
         let same = base.iter().zip(&fast).filter(|(a, b)| a == b).count();
         println!(
-            "{format:?}: libm {:.1} ns/eval, branch-free {:.1} ns/eval, speed-up {:.1}×, same choice in {same}/{n_groups} groups",
+            "{format:?}: libm {:.1} ns/eval, search ({}) {:.1} ns/eval, speed-up {:.1}×, same choice in {same}/{n_groups} groups",
             t_base * 1e9 / (n_groups * 64 * 80) as f64,
+            clef_kernels::Isa::detect().name(),
             t_fast * 1e9 / (n_groups * 64 * 80) as f64,
             t_base / t_fast
         );

@@ -7,6 +7,8 @@ pub mod norm;
 mod score;
 #[cfg(target_arch = "x86_64")]
 mod score_avx2;
+#[cfg(target_arch = "x86_64")]
+mod score_avx512;
 
 use half::bf16;
 

@@ -3,10 +3,13 @@
 //! The search evaluates it for up to 80 candidates per group of 64 weights, so it is nearly all
 //! of a round-to-nearest conversion's time (84% in a profile of the Clef-Flash slice). The
 //! scalar loop below does not vectorize (the integer division by 5 and the table lookup of the
-//! power stay scalar), so x86-64 with AVX2 runs [`super::score_avx2`], which computes the same
-//! operations lane by lane, in the same order and without fused multiply-adds: both paths give
-//! bit-identical scores (property test), so the search's choices, and the converted bytes, do
-//! not depend on the machine.
+//! power stay scalar), so x86-64 runs [`super::score_avx2`] or [`super::score_avx512`], which
+//! compute the same operations lane by lane, in the same order and without fused
+//! multiply-adds: every path gives bit-identical scores (property test), so the search's
+//! choices, and the converted bytes, do not depend on the machine. The path is the kernels'
+//! instruction-set choice ([`Isa::detect`], lowered by `CLEF_ISA`).
+
+use clef_kernels::Isa;
 
 use super::norm::pow_norm;
 use super::GroupParams;
@@ -16,14 +19,24 @@ use super::GroupParams;
 /// order.
 pub(crate) const LANES: usize = 8;
 
-/// The score on the fastest path this CPU has.
+/// The score on the path this process runs ([`Isa::detect`]).
 pub(crate) fn score(group: &[f32], params: &GroupParams) -> f64 {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: AVX2 is available (checked just above).
-        return unsafe { super::score_avx2::score(group, params) };
+    score_with(Isa::detect(), group, params)
+}
+
+/// The score on the path of `isa` (the scalar twin where the CPU lacks it).
+pub(crate) fn score_with(isa: Isa, group: &[f32], params: &GroupParams) -> f64 {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: AVX-512F is available (checked in the guard).
+        Isa::Avx512 if isa.is_available() => unsafe { super::score_avx512::score(group, params) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: AVX2 is available (checked in the guard).
+        Isa::Avx2 | Isa::Avx512 if Isa::Avx2.is_available() => unsafe {
+            super::score_avx2::score(group, params)
+        },
+        _ => score_scalar(group, params),
     }
-    score_scalar(group, params)
 }
 
 /// |Q(w) − w| for one weight, the error whose power is summed.
@@ -95,15 +108,18 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(2000))]
 
-        /// The dispatched path (AVX2 where present) gives the scalar twin's score bit for bit,
-        /// for every group length (tails included) and parameters (a zero scale included).
+        /// Every path this CPU has gives the scalar twin's score bit for bit, for every group
+        /// length (tails and an odd chunk included) and parameters (a zero scale included).
         #[test]
         fn every_path_matches_the_scalar_twin(
             group in prop::collection::vec(weight(), 0..140),
             p in params(),
         ) {
             let want = score_scalar(&group, &p);
-            prop_assert_eq!(score(&group, &p).to_bits(), want.to_bits(), "{} vs {}", score(&group, &p), want);
+            for isa in Isa::available() {
+                let got = score_with(isa, &group, &p);
+                prop_assert_eq!(got.to_bits(), want.to_bits(), "{:?}: {} vs {}", isa, got, want);
+            }
         }
 
         /// Groups fitted by the search itself: the candidates the search scores.
@@ -120,21 +136,20 @@ mod tests {
                 GroupParams::Ternary(TernaryParams::from_max_abs(m, p)),
                 GroupParams::Affine4(Affine4Params::from_range(lo, hi, p)),
             ] {
-                prop_assert_eq!(score(&group, &c).to_bits(), score_scalar(&group, &c).to_bits());
+                for isa in Isa::available() {
+                    prop_assert_eq!(
+                        score_with(isa, &group, &c).to_bits(),
+                        score_scalar(&group, &c).to_bits(),
+                        "{:?}", isa
+                    );
+                }
             }
         }
     }
 
-    /// The test above exercises a SIMD path only where the CPU has one; say so when it cannot.
+    /// The tests above exercise the SIMD paths this CPU has; say which.
     #[test]
-    fn reports_which_path_ran() {
-        #[cfg(target_arch = "x86_64")]
-        let simd = std::arch::is_x86_feature_detected!("avx2");
-        #[cfg(not(target_arch = "x86_64"))]
-        let simd = false;
-        eprintln!(
-            "range-search score: {}",
-            if simd { "avx2" } else { "scalar only" }
-        );
+    fn reports_which_paths_ran() {
+        eprintln!("range-search score paths compared: {:?}", Isa::available());
     }
 }

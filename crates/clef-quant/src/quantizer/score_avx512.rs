@@ -1,0 +1,193 @@
+//! AVX-512 path of the range search's score: sixteen weights (two of the scalar path's
+//! eight-lane chunks) through the quantizer and [`super::norm::pow_norm`] at a time, the same
+//! operations as the scalar twin lane by lane. The powers of the two chunks are added into the
+//! eight-lane accumulator one chunk after the other, the scalar order, so the score is
+//! bit-identical to [`super::score::score_scalar`].
+
+use std::arch::x86_64::*;
+
+use super::score::{tail_sum, LANES};
+use super::GroupParams;
+
+/// 2^(j/5) for j = 0..4 (as in `pow_norm`), padded to a register for the lane-wise lookup.
+const FIFTHS: [f32; 16] = [
+    1.0,
+    1.148_698_4,
+    1.319_508,
+    1.515_716_6,
+    1.741_101_1,
+    1.0,
+    1.0,
+    1.0,
+    1.0,
+    1.0,
+    1.0,
+    1.0,
+    1.0,
+    1.0,
+    1.0,
+    1.0,
+];
+
+/// The per-weight error of one group's parameters, sixteen lanes at a time.
+#[derive(Clone, Copy)]
+enum Quantizer {
+    Ternary { s: __m512 },
+    Affine4 { s: __m512, b: __m512 },
+}
+
+/// Σ |Q(w) − w|^2.4 with the scalar path's lane order and tail.
+///
+/// # Safety
+/// The CPU must support AVX-512F (which implies AVX2).
+#[target_feature(enable = "avx512f,avx2")]
+pub(crate) unsafe fn score(group: &[f32], params: &GroupParams) -> f64 {
+    let q = match params {
+        GroupParams::Ternary(p) => Quantizer::Ternary {
+            s: _mm512_set1_ps(p.scale.to_f32()),
+        },
+        GroupParams::Affine4(p) => Quantizer::Affine4 {
+            s: _mm512_set1_ps(p.scale.to_f32()),
+            b: _mm512_set1_ps(p.bias.to_f32()),
+        },
+    };
+    let mut acc = _mm256_setzero_ps();
+    let whole = group.len() / LANES * LANES;
+    let (body, tail) = group.split_at(whole);
+    let mut pairs = body.chunks_exact(2 * LANES);
+    for pair in &mut pairs {
+        // SAFETY: `pair` holds exactly 16 f32 (chunks_exact), read unaligned.
+        let w = unsafe { _mm512_loadu_ps(pair.as_ptr()) };
+        let p = pow_norm(error(q, w));
+        acc = _mm256_add_ps(acc, low(p));
+        acc = _mm256_add_ps(acc, high(p));
+    }
+    let odd = pairs.remainder();
+    if !odd.is_empty() {
+        // one chunk of 8 left: the upper lanes load as 0 and are dropped
+        // SAFETY: `odd` holds exactly 8 f32; the mask reads only those.
+        let w = unsafe { _mm512_maskz_loadu_ps(0x00ff, odd.as_ptr()) };
+        acc = _mm256_add_ps(acc, low(pow_norm(error(q, w))));
+    }
+    let mut lanes = [0.0f32; LANES];
+    // SAFETY: `lanes` holds 8 f32.
+    unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc) };
+    lanes.iter().map(|&l| f64::from(l)).sum::<f64>() + tail_sum(tail, params)
+}
+
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn low(v: __m512) -> __m256 {
+    _mm512_castps512_ps256(v)
+}
+
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn high(v: __m512) -> __m256 {
+    _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)))
+}
+
+/// |Q(w) − w|: `TernaryParams::trit`/`dequantize` or `Affine4Params::code`/`dequantize`.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn error(q: Quantizer, w: __m512) -> __m512 {
+    match q {
+        Quantizer::Ternary { s } => {
+            let one = _mm512_set1_ps(1.0);
+            let r = _mm512_div_ps(w, s);
+            let pos = _mm512_maskz_mov_ps(
+                _mm512_cmp_ps_mask::<_CMP_GT_OQ>(r, _mm512_set1_ps(0.5)),
+                one,
+            );
+            let neg = _mm512_maskz_mov_ps(
+                _mm512_cmp_ps_mask::<_CMP_LT_OQ>(r, _mm512_set1_ps(-0.5)),
+                one,
+            );
+            let t = _mm512_sub_ps(pos, neg);
+            _mm512_abs_ps(_mm512_sub_ps(_mm512_mul_ps(s, t), w))
+        }
+        Quantizer::Affine4 { s, b } => {
+            const ROUND_F32: f32 = 12_582_912.0;
+            let x = _mm512_div_ps(_mm512_sub_ps(w, b), s);
+            let finite =
+                _mm512_cmp_ps_mask::<_CMP_LT_OQ>(_mm512_abs_ps(x), _mm512_set1_ps(f32::INFINITY));
+            let clamped =
+                _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(16.0)), _mm512_set1_ps(-1.0));
+            let x = _mm512_mask_blend_ps(finite, _mm512_set1_ps(-1.0), clamped);
+            let rounding = _mm512_set1_ps(ROUND_F32);
+            let rounded = _mm512_sub_ps(_mm512_add_ps(x, rounding), rounding);
+            let code = _mm512_max_ps(
+                _mm512_min_ps(rounded, _mm512_set1_ps(15.0)),
+                _mm512_setzero_ps(),
+            );
+            _mm512_abs_ps(_mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(s, code), b), w))
+        }
+    }
+}
+
+/// `norm::pow_norm` on sixteen lanes (see there for the method and its error).
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn pow_norm(e: __m512) -> __m512 {
+    const SQRT2: f32 = std::f32::consts::SQRT_2;
+    const LN2: f32 = std::f32::consts::LN_2;
+    let c = |v: f32| _mm512_set1_ps(v);
+    let ci = |v: i32| _mm512_set1_epi32(v);
+    let min_pos = c(f32::MIN_POSITIVE);
+    // f32::max(e, MIN_POSITIVE); e is never NaN here (finite weights and parameters)
+    let x = _mm512_max_ps(e, min_pos);
+    let bits = _mm512_castps_si512(x);
+    let m = _mm512_castsi512_ps(_mm512_or_si512(
+        _mm512_and_si512(bits, ci(0x007f_ffff)),
+        ci(0x3f80_0000),
+    ));
+    let big = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(m, c(SQRT2));
+    let m = _mm512_mask_blend_ps(big, m, _mm512_mul_ps(m, c(0.5)));
+    let big_i = _mm512_maskz_mov_epi32(big, ci(1));
+    let k_off = _mm512_mullo_epi32(
+        _mm512_add_epi32(
+            _mm512_add_epi32(_mm512_srli_epi32::<23>(bits), big_i),
+            ci(3),
+        ),
+        ci(12),
+    );
+    // k_off ≤ 3108: ⌊k_off·52429 / 2^18⌋ = ⌊k_off / 5⌋ there (tested in score_avx2)
+    let fifth = _mm512_srli_epi32::<18>(_mm512_mullo_epi32(k_off, ci(52_429)));
+    let q = _mm512_sub_epi32(fifth, ci(312));
+    let j = _mm512_sub_epi32(k_off, _mm512_mullo_epi32(fifth, ci(5)));
+    // SAFETY: FIFTHS holds 16 f32.
+    let table = unsafe { _mm512_loadu_ps(FIFTHS.as_ptr()) };
+    let frac = _mm512_permutexvar_ps(j, table);
+    let one = c(1.0);
+    let z = _mm512_div_ps(_mm512_sub_ps(m, one), _mm512_add_ps(m, one));
+    let z2 = _mm512_mul_ps(z, z);
+    // 1 + z²(1/3 + z²(1/5 + z²(1/7 + z²/9)))
+    let mut series = c(1.0 / 9.0);
+    for k in [7.0f32, 5.0, 3.0] {
+        series = _mm512_add_ps(c(1.0 / k), _mm512_mul_ps(z2, series));
+    }
+    let series = _mm512_add_ps(one, _mm512_mul_ps(z2, series));
+    let ln_m = _mm512_mul_ps(_mm512_mul_ps(c(2.0), z), series);
+    let y = _mm512_mul_ps(c(2.4), ln_m);
+    let up = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(y, c(0.5 * LN2));
+    let down = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(y, c(-0.5 * LN2));
+    let n = _mm512_mask_blend_ps(
+        up,
+        _mm512_mask_blend_ps(down, _mm512_setzero_ps(), c(-1.0)),
+        one,
+    );
+    let r = _mm512_sub_ps(y, _mm512_mul_ps(n, c(LN2)));
+    // 1 + r(1 + r(1/2 + r(1/6 + r(1/24 + r(1/120 + r(1/720 + r/5040))))))
+    let mut p = c(1.0 / 5040.0);
+    for k in [720.0f32, 120.0, 24.0, 6.0, 2.0, 1.0] {
+        p = _mm512_add_ps(c(1.0 / k), _mm512_mul_ps(r, p));
+    }
+    let p = _mm512_add_ps(one, _mm512_mul_ps(r, p));
+    let total = _mm512_add_epi32(q, _mm512_cvttps_epi32(n));
+    let clamped = _mm512_min_epi32(_mm512_max_epi32(total, ci(-126)), ci(127));
+    let scale = _mm512_castsi512_ps(_mm512_slli_epi32::<23>(_mm512_add_epi32(clamped, ci(127))));
+    let result = _mm512_mul_ps(_mm512_mul_ps(p, frac), scale);
+    let too_small =
+        _mm512_cmpgt_epi32_mask(ci(-126), total) | _mm512_cmp_ps_mask::<_CMP_LT_OQ>(e, min_pos);
+    _mm512_maskz_mov_ps(!too_small, result)
+}
