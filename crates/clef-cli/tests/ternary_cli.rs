@@ -53,6 +53,16 @@ fn convert_verify_decide_and_export() {
         s(&quick),
     ]);
     assert!(o.status.success(), "{}", text(&o));
+    // stderr is a pipe here: progress comes as plain lines (stage, share, elapsed), then the
+    // size report in GB (tiny-a's bundle is well under one)
+    let t = text(&o);
+    assert!(
+        t.contains("ternary [round-to-nearest]: 0.0% of ") && t.contains(" elapsed"),
+        "{t}"
+    );
+    assert!(t.contains("ternary [4-bit tables]: "), "{t}");
+    assert!(t.contains("ternary: done in "), "{t}");
+    assert!(t.contains("; model.safetensors 0.0"), "{t}");
 
     let o = clef(&["verify", s(&bundle)]);
     assert!(o.status.success(), "{}", text(&o));

@@ -89,11 +89,7 @@ pub fn convert_plain(
             TensorSpec::new(t.name.clone(), dtype, &t.shape)
         })
         .collect();
-    let progress = if show_progress {
-        Progress::new(release.total_bytes(), "converting")
-    } else {
-        Progress::hidden()
-    };
+    let progress = Progress::new(release.total_bytes(), "convert", show_progress);
     let meta = BTreeMap::from([("format".to_string(), "pt".to_string())]);
     write_safetensors(
         &w.dir().join("model.safetensors"),

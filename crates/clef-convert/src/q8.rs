@@ -189,11 +189,8 @@ pub fn convert_q8(
     let w = BundleWriter::create(to, force)?;
     let specs: Vec<TensorSpec> = planned.iter().map(|p| p.spec.clone()).collect();
     let meta = metadata(revision.as_deref());
-    let progress = if show_progress {
-        Progress::new(release.total_bytes(), "quantizing")
-    } else {
-        Progress::hidden()
-    };
+    let progress = Progress::new(release.total_bytes(), "q8", show_progress);
+    progress.stage("quantizing");
     let mut scales = Vec::new();
     // The writer's callback can only fail with an I/O error; a quantization error is kept here
     // and returned as itself.

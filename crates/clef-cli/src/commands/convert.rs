@@ -6,7 +6,6 @@ use clef_convert::lut6::{convert_lut6, Lut6Options};
 use clef_convert::plain::{convert_plain, PlainFormat};
 use clef_convert::q8::convert_q8;
 use clef_convert::ternary::{convert_ternary, Method, TernaryOptions};
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -91,7 +90,8 @@ pub struct ConvertArgs {
 }
 
 pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
-    let progress = std::io::stderr().is_terminal();
+    // a bar on a terminal, plain lines with ETA otherwise (clef_convert::progress)
+    let progress = true;
     let t0 = std::time::Instant::now();
     match args.format {
         Format::F16 | Format::Bf16 => {
@@ -156,7 +156,7 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
             opts.show_progress = progress;
             opts.activation_budget = (args.calib_memory_gib * (1u64 << 30) as f64) as u64;
             let r = convert_ternary(&opts)?;
-            let mb = |b: u64| b as f64 / 1e6;
+            let gb = |b: u64| b as f64 / 1e9;
             eprintln!(
                 "{} ({:?}): {} linears, calibration {} records / {} tokens{}; model.safetensors {:.3} GB \
                  (ternary {:.3}, 4-bit linears {:.3}, tables {:.3}, adapters {:.3}, vision {:.3}, other {:.3})",
@@ -170,13 +170,13 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
                 } else {
                     format!(" ({} with media skipped: no vision tower)", r.calib_skipped.len())
                 },
-                mb(r.size.total),
-                mb(r.size.ternary.1),
-                mb(r.size.affine4_linears.1),
-                mb(r.size.tables.1),
-                mb(r.size.adapters.1),
-                mb(r.size.vision.1),
-                mb(r.size.other.1),
+                gb(r.size.total),
+                gb(r.size.ternary.1),
+                gb(r.size.affine4_linears.1),
+                gb(r.size.tables.1),
+                gb(r.size.adapters.1),
+                gb(r.size.vision.1),
+                gb(r.size.other.1),
             );
             for (name, s) in &r.tables {
                 eprintln!("  {name}: 4-bit in {s:.1} s");

@@ -211,11 +211,8 @@ pub fn convert_lut6(from: &Path, to: &Path, opts: &Lut6Options) -> Result<Lut6Re
         let p = dir.join(sub);
         std::fs::create_dir_all(&p).map_err(io(&p))?;
     }
-    let progress = if opts.show_progress {
-        Progress::new(release.total_bytes(), "lut6")
-    } else {
-        Progress::hidden()
-    };
+    let progress = Progress::new(release.total_bytes(), "lut6", opts.show_progress);
+    progress.stage("palettizing");
     let done = |t: &Tensor| {
         // drop the source pages: a 27B conversion must not accumulate the release in memory
         t.release();

@@ -299,8 +299,8 @@ pub struct CalibrationOutcome {
 /// Quantizes every backbone linear of `backbone` layer by layer from block 0's inputs `input`
 /// ([`embed_records`]), appending the stored tensors to `store` and replacing each linear in
 /// the model by its quantized form as soon as it is done. The next layer's inputs get
-/// `budget` bytes of memory before spilling to `scratch_dir`. `advance(bytes)` reports progress
-/// in source bytes.
+/// `budget` bytes of memory before spilling to `scratch_dir`. `advance(bytes, tensor)` reports
+/// progress in source bytes.
 pub fn quantize_backbone(
     backbone: &mut Backbone,
     set: &CalibrationSet,
@@ -308,7 +308,7 @@ pub fn quantize_backbone(
     store: &mut PartStore,
     scratch_dir: &Path,
     budget: u64,
-    advance: &dyn Fn(u64),
+    advance: &dyn Fn(u64, &str),
 ) -> Result<CalibrationOutcome> {
     let hidden = backbone.hidden();
     let lens: Vec<usize> = set.records.iter().map(|r| r.ids.len()).collect();
@@ -361,7 +361,7 @@ pub fn quantize_backbone(
                 }
                 *lin = q.to_linear()?;
                 stats.push(q.stats);
-                advance(source_bytes);
+                advance(source_bytes, &prefix);
             }
         }
         // the next layer's inputs, through this layer fully quantized

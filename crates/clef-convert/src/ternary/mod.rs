@@ -123,12 +123,8 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
         .filter(|t| Role::of(&t.name).is_quantized())
         .map(|t| t.bytes().len() as u64)
         .sum();
-    let progress = if opts.show_progress {
-        Progress::new(quantized_bytes, "quantizing")
-    } else {
-        Progress::hidden()
-    };
-    let advance = |bytes: u64| progress.advance(bytes, "");
+    let progress = Progress::new(quantized_bytes, "ternary", opts.show_progress);
+    let advance = |bytes: u64, current: &str| progress.advance(bytes, current);
 
     let mut report = TernaryReport {
         method: opts.method,
@@ -145,6 +141,7 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
         (Method::Gptq, Some(calib)) => {
             let mut engine = Engine::load(&opts.from, EngineConfig::default())
                 .map_err(|e| ConvertError::Invalid(format!("{}: {e}", opts.from.display())))?;
+            progress.stage("reading calibration records");
             let set = calibrate::read_calibration(&engine, calib, opts.calib_records)?;
             // The embedding table first: GPTQ shapes each linear's error to the statistics of
             // its inputs, so block 0 must see the embeddings the runtime will see (measured on
@@ -157,6 +154,7 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
                 .ok_or_else(|| {
                     ConvertError::Invalid("the release has no embedding table".into())
                 })?;
+            progress.stage("embedding table");
             let (s, kept) = table::quantize_table(embed, &mut store, &advance, true)?;
             report.tables.push((embed.name.clone(), s));
             if let Some(k) = kept {
@@ -195,7 +193,9 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
             report.calib_skipped = set.skipped.clone();
             // the activation budget is shared by the two alternating stores
             let budget = opts.activation_budget / 2;
+            progress.stage("embedding calibration records");
             let input = calibrate::embed_records(&engine, &set, writer.dir(), budget)?;
+            progress.stage("GPTQ, layer by layer");
             let outcome = calibrate::quantize_backbone(
                 &mut engine.model.backbone,
                 &set,
@@ -209,6 +209,7 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
             report.activations_spilled = outcome.spilled;
         }
         _ => {
+            progress.stage("round-to-nearest");
             for t in &release.tensors {
                 let role = Role::of(&t.name);
                 if !role.has_adapter() {
@@ -230,13 +231,14 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
                 }
                 report.linears.push(q.stats);
                 t.release();
-                advance(t.bytes().len() as u64);
+                advance(t.bytes().len() as u64, &t.name);
             }
         }
     }
     for t in &release.tensors {
         let done = store.contains(&clef_formats::affine4::codes_name(plan::prefix(&t.name)));
         if Role::of(&t.name) == Role::Affine4Table && !done {
+            progress.stage("4-bit tables");
             let (s, _) = table::quantize_table(t, &mut store, &advance, false)?;
             report.tables.push((t.name.clone(), s));
         }

@@ -23,12 +23,12 @@ pub struct TableBytes {
 }
 
 /// Quantizes table `t` (`[rows, cols]`) into `<p>.q4`, `<p>.scales`, `<p>.biases` of `store`;
-/// `advance(bytes)` reports progress in source bytes. Returns the seconds taken and, when
+/// `advance(bytes, tensor)` reports progress in source bytes. Returns the seconds taken and, when
 /// `keep`, the stored bytes (the calibration runs on the quantized embedding table).
 pub fn quantize_table(
     t: &Tensor,
     store: &mut PartStore,
-    advance: &dyn Fn(u64),
+    advance: &dyn Fn(u64, &str),
     keep: bool,
 ) -> Result<(f64, Option<TableBytes>)> {
     let t0 = Instant::now();
@@ -64,7 +64,7 @@ pub fn quantize_table(
             k.scales.extend_from_slice(&scales);
             k.biases.extend_from_slice(&biases);
         }
-        advance((n * cols * t.dtype.size()) as u64);
+        advance((n * cols * t.dtype.size()) as u64, &t.name);
         r0 += n;
     }
     t.release();
