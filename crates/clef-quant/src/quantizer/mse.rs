@@ -9,7 +9,7 @@
 //! first (larger p) is kept. Exact ties are common: the weights are BF16 values, so two scales
 //! often leave the same multiset of errors.
 
-use super::score::score;
+use super::score::score_below;
 use super::{GroupParams, QuantFormat};
 use crate::affine4::Affine4Params;
 use crate::ternary::TernaryParams;
@@ -61,7 +61,7 @@ pub fn fit_group(format: QuantFormat, group: &[f32]) -> GroupParams {
         }
     };
     let mut best = candidate(0);
-    let mut best_err = score(group, &best);
+    let mut best_err = score_below(group, &best, f64::INFINITY).unwrap_or(f64::INFINITY);
     // the best candidate's precise score, once a near-tie needed it
     let mut best_precise: Option<f64> = None;
     let mut last = best;
@@ -73,8 +73,12 @@ pub fn fit_group(format: QuantFormat, group: &[f32]) -> GroupParams {
             continue;
         }
         last = c;
-        let err = score(group, &c);
-        if err > best_err * (1.0 + NEAR_TIE) {
+        // A candidate above this bound is skipped: its score may stop being summed there.
+        let bound = best_err * (1.0 + NEAR_TIE);
+        let Some(err) = score_below(group, &c, bound) else {
+            continue;
+        };
+        if err > bound {
             continue;
         }
         if err < best_err * (1.0 - NEAR_TIE) {
@@ -221,7 +225,8 @@ mod tests {
                     QuantFormat::Ternary => GroupParams::Ternary(TernaryParams::fit(&g, 1.0)),
                     QuantFormat::Affine4 => GroupParams::Affine4(Affine4Params::fit(&g, 1.0)),
                 };
-                assert!(score(&g, &fit_group(f, &g)) <= score(&g, &full));
+                let score = |p: &GroupParams| score_below(&g, p, f64::INFINITY).unwrap();
+                assert!(score(&fit_group(f, &g)) <= score(&full));
             }
         }
     }

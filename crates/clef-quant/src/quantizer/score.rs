@@ -19,23 +19,47 @@ use super::GroupParams;
 /// order.
 pub(crate) const LANES: usize = 8;
 
-/// The score on the path this process runs ([`Isa::detect`]).
-pub(crate) fn score(group: &[f32], params: &GroupParams) -> f64 {
-    score_with(Isa::detect(), group, params)
+/// Chunks of [`LANES`] weights between two looks at the partial sum.
+pub(crate) const CHECK_EVERY: usize = 4;
+
+/// Whether a path looks at its partial sum before the chunk at index `chunk` (every path looks
+/// at the same points, so they stop at the same points).
+#[inline(always)]
+pub(crate) fn looks_before(chunk: usize) -> bool {
+    chunk > 0 && chunk.is_multiple_of(CHECK_EVERY)
 }
 
-/// The score on the path of `isa` (the scalar twin where the CPU lacks it).
-pub(crate) fn score_with(isa: Isa, group: &[f32], params: &GroupParams) -> f64 {
+/// The lanes summed in f64 in lane order, as the final score sums them.
+#[inline(always)]
+pub(crate) fn lane_sum(lanes: &[f32; LANES]) -> f64 {
+    lanes.iter().map(|&l| f64::from(l)).sum()
+}
+
+/// The score on the path this process runs ([`Isa::detect`]), or `None` as soon as a partial
+/// sum exceeds `bound`.
+///
+/// Every term is ≥ 0 and f32 and f64 additions are monotone, so the partial lane sums at a
+/// look are ≤ the final lanes and the partial score ≤ the final score: `None` means the score
+/// is above `bound` too, and a caller that rejects any score above `bound` decides exactly as
+/// it would with the whole sum. The search's bad candidates (a far-shrunk range) stop halfway.
+pub(crate) fn score_below(group: &[f32], params: &GroupParams, bound: f64) -> Option<f64> {
+    score_with(Isa::detect(), group, params, bound)
+}
+
+/// [`score_below`] on the path of `isa` (the scalar twin where the CPU lacks it).
+pub(crate) fn score_with(isa: Isa, group: &[f32], params: &GroupParams, bound: f64) -> Option<f64> {
     match isa {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: AVX-512F is available (checked in the guard).
-        Isa::Avx512 if isa.is_available() => unsafe { super::score_avx512::score(group, params) },
+        Isa::Avx512 if isa.is_available() => unsafe {
+            super::score_avx512::score(group, params, bound)
+        },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: AVX2 is available (checked in the guard).
         Isa::Avx2 | Isa::Avx512 if Isa::Avx2.is_available() => unsafe {
-            super::score_avx2::score(group, params)
+            super::score_avx2::score(group, params, bound)
         },
-        _ => score_scalar(group, params),
+        _ => score_scalar(group, params, bound),
     }
 }
 
@@ -49,15 +73,18 @@ pub(crate) fn error(params: &GroupParams, w: f32) -> f32 {
 }
 
 /// The portable path, and the twin every SIMD path is compared with.
-pub(crate) fn score_scalar(group: &[f32], params: &GroupParams) -> f64 {
+pub(crate) fn score_scalar(group: &[f32], params: &GroupParams, bound: f64) -> Option<f64> {
     let mut lanes = [0.0f32; LANES];
     let mut chunks = group.chunks_exact(LANES);
-    for c in &mut chunks {
+    for (i, c) in (&mut chunks).enumerate() {
+        if looks_before(i) && lane_sum(&lanes) > bound {
+            return None;
+        }
         for (l, &w) in lanes.iter_mut().zip(c) {
             *l += pow_norm(error(params, w));
         }
     }
-    lanes.iter().map(|&l| f64::from(l)).sum::<f64>() + tail_sum(chunks.remainder(), params)
+    Some(lane_sum(&lanes) + tail_sum(chunks.remainder(), params))
 }
 
 /// The last len mod 8 elements, in f64 (shared by every path).
@@ -115,9 +142,9 @@ mod tests {
             group in prop::collection::vec(weight(), 0..140),
             p in params(),
         ) {
-            let want = score_scalar(&group, &p);
+            let want = score_scalar(&group, &p, f64::INFINITY).unwrap();
             for isa in Isa::available() {
-                let got = score_with(isa, &group, &p);
+                let got = score_with(isa, &group, &p, f64::INFINITY).unwrap();
                 prop_assert_eq!(got.to_bits(), want.to_bits(), "{:?}: {} vs {}", isa, got, want);
             }
         }
@@ -138,12 +165,56 @@ mod tests {
             ] {
                 for isa in Isa::available() {
                     prop_assert_eq!(
-                        score_with(isa, &group, &c).to_bits(),
-                        score_scalar(&group, &c).to_bits(),
+                        score_with(isa, &group, &c, f64::INFINITY).map(f64::to_bits),
+                        score_scalar(&group, &c, f64::INFINITY).map(f64::to_bits),
                         "{:?}", isa
                     );
                 }
             }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1000))]
+
+        /// With a bound, every path stops at the same look (or gives the same whole score), and
+        /// stopping means the whole score is above the bound.
+        #[test]
+        fn stopping_early_is_the_same_everywhere_and_sound(
+            group in prop::collection::vec(weight(), 0..140),
+            p in params(),
+            fraction in 0.0f64..1.5,
+        ) {
+            let whole = score_scalar(&group, &p, f64::INFINITY).unwrap();
+            let bound = whole * fraction;
+            let want = score_scalar(&group, &p, bound);
+            match want {
+                None => prop_assert!(whole > bound),
+                Some(s) => prop_assert_eq!(s.to_bits(), whole.to_bits()),
+            }
+            for isa in Isa::available() {
+                prop_assert_eq!(
+                    score_with(isa, &group, &p, bound).map(f64::to_bits),
+                    want.map(f64::to_bits),
+                    "{:?}", isa
+                );
+            }
+        }
+    }
+
+    /// A group of 64 whose first half alone exceeds the bound stops at the look after 32.
+    #[test]
+    fn a_far_worse_candidate_stops_halfway() {
+        let group: Vec<f32> = (0..64).map(|i| if i < 32 { 1.0 } else { 0.0 }).collect();
+        let zero_scale = GroupParams::Ternary(TernaryParams { scale: bf16::ZERO });
+        // every error of the first half is 1: a partial score of 32 at the look
+        for isa in Isa::available() {
+            assert_eq!(score_with(isa, &group, &zero_scale, 31.0), None, "{isa:?}");
+            assert_eq!(
+                score_with(isa, &group, &zero_scale, 32.0),
+                Some(32.0),
+                "{isa:?}"
+            );
         }
     }
 

@@ -5,7 +5,7 @@
 
 use std::arch::x86_64::*;
 
-use super::score::{tail_sum, LANES};
+use super::score::{lane_sum, looks_before, tail_sum, LANES};
 use super::GroupParams;
 
 /// 2^(j/5) for j = 0..4 (as in `pow_norm`), padded to a register for the lane-wise lookup.
@@ -20,37 +20,43 @@ const FIFTHS: [f32; 8] = [
     1.0,
 ];
 
-/// Σ |Q(w) − w|^2.4 with the scalar path's lane order and tail.
+/// Σ |Q(w) − w|^2.4 with the scalar path's lane order, looks and tail
+/// ([`super::score::score_below`]).
 ///
 /// # Safety
 /// The CPU must support AVX2.
 #[target_feature(enable = "avx2")]
-pub(crate) unsafe fn score(group: &[f32], params: &GroupParams) -> f64 {
+pub(crate) unsafe fn score(group: &[f32], params: &GroupParams, bound: f64) -> Option<f64> {
     let mut acc = _mm256_setzero_ps();
     let mut chunks = group.chunks_exact(LANES);
-    match params {
-        GroupParams::Ternary(p) => {
-            let s = _mm256_set1_ps(p.scale.to_f32());
-            for c in &mut chunks {
-                // SAFETY: `c` holds exactly 8 f32 (chunks_exact), read unaligned.
-                let w = unsafe { _mm256_loadu_ps(c.as_ptr()) };
-                acc = _mm256_add_ps(acc, pow_norm(ternary_error(s, w)));
-            }
+    let (s, b, ternary) = match params {
+        GroupParams::Ternary(p) => (p.scale.to_f32(), 0.0, true),
+        GroupParams::Affine4(p) => (p.scale.to_f32(), p.bias.to_f32(), false),
+    };
+    let (s, b) = (_mm256_set1_ps(s), _mm256_set1_ps(b));
+    for (i, c) in (&mut chunks).enumerate() {
+        if looks_before(i) && lane_sum(&lanes_of(acc)) > bound {
+            return None;
         }
-        GroupParams::Affine4(p) => {
-            let s = _mm256_set1_ps(p.scale.to_f32());
-            let b = _mm256_set1_ps(p.bias.to_f32());
-            for c in &mut chunks {
-                // SAFETY: as above.
-                let w = unsafe { _mm256_loadu_ps(c.as_ptr()) };
-                acc = _mm256_add_ps(acc, pow_norm(affine4_error(s, b, w)));
-            }
-        }
+        // SAFETY: `c` holds exactly 8 f32 (chunks_exact), read unaligned.
+        let w = unsafe { _mm256_loadu_ps(c.as_ptr()) };
+        let e = if ternary {
+            ternary_error(s, w)
+        } else {
+            affine4_error(s, b, w)
+        };
+        acc = _mm256_add_ps(acc, pow_norm(e));
     }
+    Some(lane_sum(&lanes_of(acc)) + tail_sum(chunks.remainder(), params))
+}
+
+#[inline]
+#[target_feature(enable = "avx2")]
+fn lanes_of(acc: __m256) -> [f32; LANES] {
     let mut lanes = [0.0f32; LANES];
     // SAFETY: `lanes` holds 8 f32.
     unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc) };
-    lanes.iter().map(|&l| f64::from(l)).sum::<f64>() + tail_sum(chunks.remainder(), params)
+    lanes
 }
 
 /// |s·t − w| with t = [w/s > 0.5] − [w/s < −0.5] (`TernaryParams::trit`, `dequantize`).

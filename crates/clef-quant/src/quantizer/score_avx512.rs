@@ -6,7 +6,7 @@
 
 use std::arch::x86_64::*;
 
-use super::score::{tail_sum, LANES};
+use super::score::{lane_sum, looks_before, tail_sum, LANES};
 use super::GroupParams;
 
 /// 2^(j/5) for j = 0..4 (as in `pow_norm`), padded to a register for the lane-wise lookup.
@@ -36,12 +36,13 @@ enum Quantizer {
     Affine4 { s: __m512, b: __m512 },
 }
 
-/// Σ |Q(w) − w|^2.4 with the scalar path's lane order and tail.
+/// Σ |Q(w) − w|^2.4 with the scalar path's lane order, looks and tail
+/// ([`super::score::score_below`]).
 ///
 /// # Safety
 /// The CPU must support AVX-512F (which implies AVX2).
 #[target_feature(enable = "avx512f,avx2")]
-pub(crate) unsafe fn score(group: &[f32], params: &GroupParams) -> f64 {
+pub(crate) unsafe fn score(group: &[f32], params: &GroupParams, bound: f64) -> Option<f64> {
     let q = match params {
         GroupParams::Ternary(p) => Quantizer::Ternary {
             s: _mm512_set1_ps(p.scale.to_f32()),
@@ -55,7 +56,11 @@ pub(crate) unsafe fn score(group: &[f32], params: &GroupParams) -> f64 {
     let whole = group.len() / LANES * LANES;
     let (body, tail) = group.split_at(whole);
     let mut pairs = body.chunks_exact(2 * LANES);
-    for pair in &mut pairs {
+    for (j, pair) in (&mut pairs).enumerate() {
+        // a pair starts at an even chunk, so only its first chunk can be a look
+        if looks_before(2 * j) && lane_sum(&lanes_of(acc)) > bound {
+            return None;
+        }
         // SAFETY: `pair` holds exactly 16 f32 (chunks_exact), read unaligned.
         let w = unsafe { _mm512_loadu_ps(pair.as_ptr()) };
         let p = pow_norm(error(q, w));
@@ -64,15 +69,24 @@ pub(crate) unsafe fn score(group: &[f32], params: &GroupParams) -> f64 {
     }
     let odd = pairs.remainder();
     if !odd.is_empty() {
+        if looks_before(body.len() / LANES - 1) && lane_sum(&lanes_of(acc)) > bound {
+            return None;
+        }
         // one chunk of 8 left: the upper lanes load as 0 and are dropped
         // SAFETY: `odd` holds exactly 8 f32; the mask reads only those.
         let w = unsafe { _mm512_maskz_loadu_ps(0x00ff, odd.as_ptr()) };
         acc = _mm256_add_ps(acc, low(pow_norm(error(q, w))));
     }
+    Some(lane_sum(&lanes_of(acc)) + tail_sum(tail, params))
+}
+
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn lanes_of(acc: __m256) -> [f32; LANES] {
     let mut lanes = [0.0f32; LANES];
     // SAFETY: `lanes` holds 8 f32.
     unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc) };
-    lanes.iter().map(|&l| f64::from(l)).sum::<f64>() + tail_sum(tail, params)
+    lanes
 }
 
 #[inline]
