@@ -15,6 +15,21 @@ pub fn round_small(x: f32) -> f32 {
     (x + ROUND_F32) - ROUND_F32
 }
 
+/// 2^(j/5), j = 0..4: the fractional part of the power's exponent.
+pub(crate) const FIFTHS: [f32; 5] = [1.0, 1.148_698_4, 1.319_508, 1.515_716_6, 1.741_101_1];
+
+/// [`FIFTHS`] padded with 1.0 to a register's `N` lanes, for the SIMD paths' lane-wise lookup
+/// (the index j is always ≤ 4).
+pub(crate) const fn fifths_padded<const N: usize>() -> [f32; N] {
+    let mut t = [1.0f32; N];
+    let mut i = 0;
+    while i < FIFTHS.len() {
+        t[i] = FIFTHS[i];
+        i += 1;
+    }
+    t
+}
+
 /// |e|^2.4 for a finite e ≥ 0, relative error below 1e-6 wherever the result is a normal f32
 /// (e > 1.6e-16); smaller results flush to 0 (their share of any score is nil).
 ///
@@ -22,13 +37,12 @@ pub fn round_small(x: f32) -> f32 {
 /// integers q, j, so the large part of the exponent is exact and only m^2.4 = exp(2.4·ln m),
 /// |2.4·ln m| ≤ 0.84, is approximated: ln m = 2·atanh(z), z = (m − 1)/(m + 1), |z| ≤ 0.172
 /// (series to z⁹, error 3e-8), exp by range reduction to |r| ≤ ln2/2 and a degree-7 Taylor
-/// polynomial (error 5e-9). No branches, no calls: the loops using it vectorize.
+/// polynomial (error 5e-9). No branches and no calls; the range search's SIMD paths
+/// (`score_avx2`, `score_avx512`) compute the same operations lane by lane.
 #[inline(always)]
 pub fn pow_norm(e: f32) -> f32 {
     const SQRT2: f32 = std::f32::consts::SQRT_2;
     const LN2: f32 = std::f32::consts::LN_2;
-    // 2^(j/5), j = 0..4
-    const FIFTHS: [f32; 5] = [1.0, 1.148_698_4, 1.319_508, 1.515_716_6, 1.741_101_1];
     let x = e.max(f32::MIN_POSITIVE);
     let bits = x.to_bits();
     let m = f32::from_bits((bits & 0x007f_ffff) | 0x3f80_0000);

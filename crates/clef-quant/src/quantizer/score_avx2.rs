@@ -5,20 +5,12 @@
 
 use std::arch::x86_64::*;
 
+use super::norm::fifths_padded;
 use super::score::{lane_sum, looks_before, tail_sum, LANES};
 use super::GroupParams;
 
-/// 2^(j/5) for j = 0..4 (as in `pow_norm`), padded to a register for the lane-wise lookup.
-const FIFTHS: [f32; 8] = [
-    1.0,
-    1.148_698_4,
-    1.319_508,
-    1.515_716_6,
-    1.741_101_1,
-    1.0,
-    1.0,
-    1.0,
-];
+/// `norm::FIFTHS`, padded to a register for the lane-wise lookup.
+const FIFTHS: [f32; 8] = fifths_padded();
 
 /// Σ |Q(w) − w|^2.4 with the scalar path's lane order, looks and tail
 /// ([`super::score::score_below`]).
@@ -50,9 +42,10 @@ pub(crate) unsafe fn score(group: &[f32], params: &GroupParams, bound: f64) -> O
     Some(lane_sum(&lanes_of(acc)) + tail_sum(chunks.remainder(), params))
 }
 
+/// The accumulator's lanes (shared with the AVX-512 path, which keeps the same accumulator).
 #[inline]
 #[target_feature(enable = "avx2")]
-fn lanes_of(acc: __m256) -> [f32; LANES] {
+pub(super) fn lanes_of(acc: __m256) -> [f32; LANES] {
     let mut lanes = [0.0f32; LANES];
     // SAFETY: `lanes` holds 8 f32.
     unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc) };

@@ -6,28 +6,13 @@
 
 use std::arch::x86_64::*;
 
+use super::norm::fifths_padded;
 use super::score::{lane_sum, looks_before, tail_sum, LANES};
+use super::score_avx2::lanes_of;
 use super::GroupParams;
 
-/// 2^(j/5) for j = 0..4 (as in `pow_norm`), padded to a register for the lane-wise lookup.
-const FIFTHS: [f32; 16] = [
-    1.0,
-    1.148_698_4,
-    1.319_508,
-    1.515_716_6,
-    1.741_101_1,
-    1.0,
-    1.0,
-    1.0,
-    1.0,
-    1.0,
-    1.0,
-    1.0,
-    1.0,
-    1.0,
-    1.0,
-    1.0,
-];
+/// `norm::FIFTHS`, padded to a register for the lane-wise lookup.
+const FIFTHS: [f32; 16] = fifths_padded();
 
 /// The per-weight error of one group's parameters, sixteen lanes at a time.
 #[derive(Clone, Copy)]
@@ -78,15 +63,6 @@ pub(crate) unsafe fn score(group: &[f32], params: &GroupParams, bound: f64) -> O
         acc = _mm256_add_ps(acc, low(pow_norm(error(q, w))));
     }
     Some(lane_sum(&lanes_of(acc)) + tail_sum(tail, params))
-}
-
-#[inline]
-#[target_feature(enable = "avx512f")]
-fn lanes_of(acc: __m256) -> [f32; LANES] {
-    let mut lanes = [0.0f32; LANES];
-    // SAFETY: `lanes` holds 8 f32.
-    unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc) };
-    lanes
 }
 
 #[inline]
