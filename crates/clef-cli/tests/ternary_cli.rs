@@ -89,3 +89,82 @@ fn convert_verify_decide_and_export() {
     let o = clef(&["export", "--mlx", "--force", s(&tiny), s(&mlx)]);
     assert!(!o.status.success(), "a release is not a ternary bundle");
 }
+
+/// The records a `clef eval --profile reference` run accepts, `clef convert --profile
+/// reference` calibrates on (here a record whose instructions are `null`); under the default
+/// profile that record stops the conversion with its line named, or with `--skip-invalid` is
+/// left out and counted in the summary and the manifest.
+#[test]
+fn convert_reads_the_records_clef_eval_reads() {
+    let root = tempfile::tempdir().unwrap();
+    let tiny = fixtures().join("models/tiny-a");
+    let nano = std::fs::read_to_string(fixtures().join("records/nano_calib.jsonl")).unwrap();
+    let mut records: String = nano.lines().take(3).map(|l| format!("{l}\n")).collect();
+    records.push_str(
+        &serde_json::json!({"id": "open", "request": {"model": "clef",
+            "state": "The parcel arrived two weeks late.",
+            "questions": {"late": {"type": "noul", "instructions": null}}}})
+        .to_string(),
+    );
+    let path = root.path().join("records.jsonl");
+    std::fs::write(&path, records).unwrap();
+
+    let report = root.path().join("report");
+    let o = clef(&[
+        "eval",
+        "--profile",
+        "reference",
+        "--model",
+        s(&tiny),
+        "--records",
+        s(&path),
+        "--out",
+        s(&report),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(report.join("summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(summary["records"]["evaluated"], 4, "{summary}");
+
+    let convert = |to: &str, extra: &[&str]| {
+        let to = root.path().join(to);
+        let mut args = vec![
+            "convert",
+            "--format",
+            "ternary",
+            "--from",
+            s(&tiny),
+            "--to",
+            s(&to),
+            "--calib",
+            s(&path),
+        ];
+        args.extend_from_slice(extra);
+        let o = clef(&args);
+        (o, to)
+    };
+    let (o, to) = convert("reference", &["--profile", "reference"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("calibration 4 records"), "{}", text(&o));
+    let manifest = std::fs::read_to_string(to.join("manifest.json")).unwrap();
+    assert!(
+        manifest.contains("\"profile\": \"reference\""),
+        "{manifest}"
+    );
+
+    let (o, _) = convert("workers", &[]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("line 4 (record `open`)"), "{}", text(&o));
+
+    let (o, to) = convert("skipped", &["--skip-invalid"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let t = text(&o);
+    assert!(
+        t.contains("calibration 3 records") && t.contains("1 invalid skipped"),
+        "{t}"
+    );
+    assert!(t.contains("records.jsonl:4 (record `open`)"), "{t}");
+    let manifest = std::fs::read_to_string(to.join("manifest.json")).unwrap();
+    assert!(manifest.contains("\"skipped_invalid\": 1"), "{manifest}");
+}

@@ -8,6 +8,7 @@ pub mod lut6;
 pub mod plain;
 pub mod progress;
 pub mod q8;
+pub mod records;
 pub mod release;
 pub mod ternary;
 

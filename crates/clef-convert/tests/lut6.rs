@@ -11,6 +11,7 @@ use clef_ane::programs::ProgramsFile;
 use clef_ane::{StoredAs, TensorsFile, EMBEDDINGS, FORMAT, WEIGHT_BIN};
 use clef_api::Limits;
 use clef_convert::lut6::{calibrate::calibrate_down_scales, convert_lut6, Lut6Options};
+use clef_convert::records::RecordRules;
 use clef_engine::{load_model, DecideOptions, Engine, EngineConfig};
 use clef_model::bundle::{FileProblem, Manifest};
 use clef_model::checkpoint::safetensors_file;
@@ -336,7 +337,7 @@ fn lut6_runtime_equals_dense_dequantized_weights_and_fp16_mode_runs() {
 #[test]
 fn nano_calibrated_scales_follow_the_rule_and_fp16_answers() {
     let calib = fixtures().join("records/nano_calib.jsonl");
-    let c = calibrate_down_scales(&model("nano"), &calib, 24).unwrap();
+    let c = calibrate_down_scales(&model("nano"), &calib, 24, &RecordRules::default()).unwrap();
     assert_eq!((c.records, c.skipped_media), (24, 0));
     assert_eq!(c.scales.len(), 8);
     for (&s, &p) in c.scales.iter().zip(&c.peaks) {
@@ -401,7 +402,7 @@ fn calibration_runs_image_records() {
         let path = root.path().join("c.jsonl");
         let line = serde_json::json!({"id": "r", "request": req}).to_string();
         std::fs::write(&path, line).unwrap();
-        calibrate_down_scales(&model("tiny-a"), &path, 10).unwrap()
+        calibrate_down_scales(&model("tiny-a"), &path, 10, &RecordRules::default()).unwrap()
     };
     let with = calibrate(serde_json::json!([png]));
     let without = calibrate(serde_json::json!([]));

@@ -376,55 +376,6 @@ fn rtn_quick_mode_and_refusals() {
     assert!(e.contains("line 1"), "{e}");
 }
 
-/// Calibration reading: the first N records, media records prepared through the vision tower
-/// (or skipped and counted when the release has none), repeated ids and refused requests named.
-#[test]
-fn calibration_records_are_checked() {
-    use clef_convert::ternary::calibrate::read_calibration;
-    let root = tempfile::tempdir().unwrap();
-    let mut engine = Engine::load(&fixture("tiny-a"), EngineConfig::default()).unwrap();
-    let png = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC";
-    let media = serde_json::json!({"id": "img", "request": {"model": "clef", "state": "look",
-        "images": [png], "questions": {"q": {"type": "noul", "instructions": "Red?"}}}});
-    let mut text = calibration_records(4);
-    text.push_str(&format!("{media}\n"));
-    text.push_str(&calibration_records(2));
-    let path = root.path().join("c.jsonl");
-    std::fs::write(&path, &text).unwrap();
-    // the third line of `calibration_records(2)` repeats an id: only reached with a high limit
-    let set = read_calibration(&engine, &path, 5).unwrap();
-    assert_eq!((set.records.len(), set.skipped.len()), (5, 0));
-    let media: Vec<bool> = set
-        .records
-        .iter()
-        .map(|r| r.media_request.is_some())
-        .collect();
-    assert_eq!(media, [false, false, false, false, true]);
-    assert_eq!(
-        set.tokens,
-        set.records.iter().map(|r| r.ids.len()).sum::<usize>()
-    );
-    let e = read_calibration(&engine, &path, 100)
-        .err()
-        .unwrap()
-        .to_string();
-    assert!(e.contains("line 6") && e.contains("calib-0"), "{e}");
-    let refused = root.path().join("r.jsonl");
-    std::fs::write(&refused, "{\"id\": \"x\", \"request\": {\"model\": \"clef\", \"state\": \"s\", \"questions\": {}}}\n").unwrap();
-    let e = read_calibration(&engine, &refused, 10)
-        .err()
-        .unwrap()
-        .to_string();
-    assert!(e.contains("record `x`"), "{e}");
-    // a release without a vision tower calibrates on the text records and names the others
-    engine.model.vision = None;
-    let set = read_calibration(&engine, &path, 5).unwrap();
-    assert_eq!(
-        (set.records.len(), set.skipped.clone()),
-        (4, vec!["img".to_string()])
-    );
-}
-
 /// `Linear::take` and `RowTable::take` recognise the stored formats by name and refuse
 /// incomplete or inconsistent ones with typed errors.
 #[test]

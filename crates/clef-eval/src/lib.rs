@@ -42,7 +42,8 @@ pub use histogram::{DpHistogram, HistogramBin};
 pub use output::{Kind, QuestionOutput, RecordOutput};
 pub use progress::Progress;
 pub use record::{
-    parse_record_line, read_records, EvalRecord, Expected, RecordError, MAX_LINE_BYTES,
+    parse_record_line, read_records, EvalRecord, Expected, RecordError, RecordReader,
+    MAX_LINE_BYTES,
 };
 pub use report::{
     report_html, report_markdown, summary_json, terminal_table, write_reports, HTML_FILE,

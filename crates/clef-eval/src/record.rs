@@ -4,6 +4,7 @@
 //! A bad line is reported with its 1-based line number and skipped; reading goes on.
 
 use std::collections::{BTreeMap, HashSet};
+use std::io::{BufRead, Read};
 
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -54,31 +55,116 @@ pub struct RecordError {
 /// Reads every record of a JSONL text. Blank lines are skipped silently; every other bad line,
 /// and a line repeating an earlier record's id, is returned as an error and skipped.
 pub fn read_records(text: &str) -> (Vec<EvalRecord>, Vec<RecordError>) {
+    let mut reader = RecordReader::new(text.as_bytes());
     let mut records = Vec::new();
     let mut errors = Vec::new();
-    let mut seen: HashSet<String> = HashSet::new();
-    // `split('\n')` rather than `lines()` so that line numbers match what editors show even
-    // for a `\r`-only line; a trailing `\r` is removed by `parse_record_line`.
-    for (index, line) in text.split('\n').enumerate() {
-        let number = index + 1;
-        if line.trim().is_empty() {
-            continue;
-        }
-        match parse_record_line(number, line) {
-            Ok(record) => {
-                if seen.insert(record.id.clone()) {
-                    records.push(record);
-                } else {
-                    errors.push(RecordError {
-                        line: number,
-                        message: format!("record id {:?} was already used", record.id),
-                    });
-                }
-            }
+    // reading from memory cannot fail
+    while let Ok(Some(next)) = reader.next_record() {
+        match next {
+            Ok(record) => records.push(record),
             Err(error) => errors.push(error),
         }
     }
     (records, errors)
+}
+
+/// Records streamed from a JSONL file, one line in memory at a time: the one reader of
+/// `clef eval` and of the converters' calibration records, so that both accept the same lines.
+/// Blank lines are skipped; a bad line (not JSON, not UTF-8, longer than [`MAX_LINE_BYTES`],
+/// a repeated id) comes back as a [`RecordError`] with its 1-based number and reading goes on.
+pub struct RecordReader<R> {
+    reader: R,
+    line: usize,
+    seen: HashSet<String>,
+    buf: Vec<u8>,
+}
+
+impl<R: BufRead> RecordReader<R> {
+    pub fn new(reader: R) -> Self {
+        RecordReader {
+            reader,
+            line: 0,
+            seen: HashSet::new(),
+            buf: Vec::new(),
+        }
+    }
+
+    /// Lines read so far.
+    pub fn lines_read(&self) -> usize {
+        self.line
+    }
+
+    /// The next record or bad line, `Ok(None)` at the end; `Err` only when reading fails.
+    pub fn next_record(&mut self) -> std::io::Result<Option<Result<EvalRecord, RecordError>>> {
+        loop {
+            self.buf.clear();
+            // the longest accepted line plus its "\r\n"; a longer one is never buffered whole
+            let cap = MAX_LINE_BYTES as u64 + 2;
+            let n = (&mut self.reader)
+                .take(cap)
+                .read_until(b'\n', &mut self.buf)?;
+            if n == 0 {
+                return Ok(None);
+            }
+            self.line += 1;
+            let number = self.line;
+            // `split('\n')` semantics, so that line numbers match what editors show even for
+            // a `\r`-only line; a trailing `\r` is removed by `parse_record_line`
+            if !self.buf.ends_with(b"\n") && n as u64 == cap {
+                let total = n as u64 + skip_line(&mut self.reader)?;
+                return Ok(Some(Err(RecordError {
+                    line: number,
+                    message: format!(
+                        "line is {total} bytes, more than the limit of {MAX_LINE_BYTES}"
+                    ),
+                })));
+            }
+            let bytes = self.buf.strip_suffix(b"\n").unwrap_or(&self.buf);
+            let Ok(text) = std::str::from_utf8(bytes) else {
+                return Ok(Some(Err(RecordError {
+                    line: number,
+                    message: "not UTF-8 text".into(),
+                })));
+            };
+            if text.trim().is_empty() {
+                continue;
+            }
+            let parsed = parse_record_line(number, text).and_then(|record| {
+                if self.seen.insert(record.id.clone()) {
+                    Ok(record)
+                } else {
+                    Err(RecordError {
+                        line: number,
+                        message: format!("record id {:?} was already used", record.id),
+                    })
+                }
+            });
+            return Ok(Some(parsed));
+        }
+    }
+}
+
+/// Consumes the rest of a line without keeping it; returns how many bytes it had before its
+/// newline.
+fn skip_line(reader: &mut impl BufRead) -> std::io::Result<u64> {
+    let mut skipped = 0u64;
+    loop {
+        let chunk = reader.fill_buf()?;
+        if chunk.is_empty() {
+            return Ok(skipped);
+        }
+        match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                reader.consume(i + 1);
+                return Ok(skipped + i as u64);
+            }
+            None => {
+                let n = chunk.len();
+                reader.consume(n);
+                skipped += n as u64;
+            }
+        }
+    }
 }
 
 /// Parses one line (without its newline) as a record. `line_number` is 1-based and only used
@@ -374,5 +460,42 @@ mod tests {
         let error = parse_record_line(7, &line).unwrap_err();
         assert_eq!(error.line, 7);
         assert!(error.message.contains("limit"));
+    }
+
+    #[test]
+    fn the_streaming_reader_skips_an_oversized_line_and_goes_on() {
+        let long = format!(
+            "{{\"id\": \"big\", \"request\": {{\"s\": \"{}\"}}}}",
+            "x".repeat(MAX_LINE_BYTES + 10)
+        );
+        let text = format!(
+            "{GOOD}\n{long}\n@@\n\n{}\n{}",
+            GOOD.replace("\"r1\"", "\"r2\""),
+            GOOD
+        );
+        let mut bytes = text.into_bytes();
+        // line 3: not UTF-8
+        let at = bytes.iter().position(|&b| b == b'@').unwrap();
+        bytes[at] = 0xff;
+        let mut reader = RecordReader::new(std::io::BufReader::with_capacity(4096, &bytes[..]));
+        let mut seen = Vec::new();
+        while let Some(next) = reader.next_record().unwrap() {
+            seen.push(
+                next.map(|r| (r.line, r.id))
+                    .map_err(|e| (e.line, e.message)),
+            );
+        }
+        assert_eq!(seen.len(), 5, "{seen:?}");
+        assert_eq!(seen[0], Ok((1, "r1".to_string())));
+        let (line, message) = seen[1].clone().unwrap_err();
+        assert_eq!(line, 2);
+        let size = long.len();
+        assert!(message.contains(&format!("{size} bytes")), "{message}");
+        assert_eq!(seen[2], Err((3, "not UTF-8 text".to_string())));
+        assert_eq!(seen[3], Ok((5, "r2".to_string())));
+        let (line, message) = seen[4].clone().unwrap_err();
+        assert_eq!(line, 6);
+        assert!(message.contains("already used"));
+        assert_eq!(reader.lines_read(), 6);
     }
 }

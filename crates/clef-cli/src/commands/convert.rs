@@ -2,9 +2,11 @@
 //! `lut6` (the Clef-ANE-LUT6 recipe), `ternary` (clef-ternary-v1) and `q8` (clef-q8-v1).
 
 use clap::{Args, ValueEnum};
+use clef_api::Profile;
 use clef_convert::lut6::{convert_lut6, Lut6Options};
 use clef_convert::plain::{convert_plain, PlainFormat};
 use clef_convert::q8::convert_q8;
+use clef_convert::records::RecordRules;
 use clef_convert::ternary::{convert_ternary, Method, TernaryOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -78,15 +80,51 @@ pub struct ConvertArgs {
     /// and CLoQ; LUT-6 FP16 down-projection scales (without them, s = 1).
     #[arg(long)]
     pub calib: Option<PathBuf>,
-    /// Ternary: how many calibration records to use.
+    /// How many usable calibration records to use (the first ones of the file).
     #[arg(long, default_value_t = 128)]
     pub calib_records: usize,
+    /// Request rules the calibration records are validated under, as `clef eval --profile`
+    /// (`reference` accepts e.g. `instructions: null`).
+    #[arg(long, default_value = "workers")]
+    pub profile: Profile,
+    /// Cut calibration records' oversize states to the context, as `clef eval --truncate`,
+    /// instead of refusing those records.
+    #[arg(long)]
+    pub truncate: bool,
+    /// Leave out calibration records that cannot be used (bad lines, refused requests), counted
+    /// in the summary and the manifest, instead of stopping at the first with its line.
+    #[arg(long)]
+    pub skip_invalid: bool,
     /// Ternary: GPTQ with calibration (default) or round-to-nearest without.
     #[arg(long, value_enum, default_value_t = TernaryMethod::Gptq)]
     pub method: TernaryMethod,
     /// Ternary: GiB of calibration activations kept in memory before spilling to disk.
     #[arg(long, default_value_t = 4.0)]
     pub calib_memory_gib: f64,
+}
+
+fn record_rules(args: &ConvertArgs) -> RecordRules {
+    RecordRules {
+        profile: args.profile,
+        truncate: args.truncate,
+        skip_invalid: args.skip_invalid,
+    }
+}
+
+/// " (N with media skipped: no vision tower; M invalid skipped)", or nothing.
+fn skipped_summary(media: usize, invalid: usize) -> String {
+    let mut parts = Vec::new();
+    if media > 0 {
+        parts.push(format!("{media} with media skipped: no vision tower"));
+    }
+    if invalid > 0 {
+        parts.push(format!("{invalid} invalid skipped"));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join("; "))
+    }
 }
 
 pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
@@ -127,6 +165,7 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
                 show_progress: progress,
                 calib: args.calib.clone(),
                 calib_records: args.calib_records,
+                records: record_rules(&args),
                 on_tensor: None,
             };
             let r = convert_lut6(&args.from, &args.to, &opts)?;
@@ -149,6 +188,7 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
             opts.source_revision = args.source_revision.clone();
             opts.calib = args.calib.clone();
             opts.calib_records = args.calib_records;
+            opts.records = record_rules(&args);
             opts.method = match args.method {
                 TernaryMethod::Gptq => Method::Gptq,
                 TernaryMethod::Rtn => Method::Rtn,
@@ -165,11 +205,7 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
                 r.linears.len(),
                 r.calib_records,
                 r.calib_tokens,
-                if r.calib_skipped.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({} with media skipped: no vision tower)", r.calib_skipped.len())
-                },
+                skipped_summary(r.calib_skipped.len(), r.calib_invalid.len()),
                 gb(r.size.total),
                 gb(r.size.ternary.1),
                 gb(r.size.affine4_linears.1),
@@ -178,6 +214,22 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
                 gb(r.size.vision.1),
                 gb(r.size.other.1),
             );
+            for skipped in &r.calib_invalid {
+                eprintln!(
+                    "  skipped {}:{}{}: {}",
+                    args.calib
+                        .as_deref()
+                        .unwrap_or(std::path::Path::new(""))
+                        .display(),
+                    skipped.line,
+                    skipped
+                        .id
+                        .as_ref()
+                        .map(|id| format!(" (record `{id}`)"))
+                        .unwrap_or_default(),
+                    skipped.reason
+                );
+            }
             for (name, s) in &r.tables {
                 eprintln!("  {name}: 4-bit in {s:.1} s");
             }

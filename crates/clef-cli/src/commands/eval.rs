@@ -7,7 +7,10 @@ use clap::Args;
 use clef_api::{Limits, Profile, QuestionKind};
 use clef_encode::Truncation;
 use clef_engine::{DecideOptions, Engine};
-use clef_eval::{EvalRecord, Evaluation, Kind, QuestionOutput, RecordOutput, SummaryOptions};
+use clef_eval::{
+    EvalRecord, Evaluation, Kind, QuestionOutput, RecordError, RecordOutput, RecordReader,
+    SummaryOptions,
+};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -95,10 +98,23 @@ fn run_record(
     })
 }
 
+/// Every record of the file and every bad line, through the reader `clef convert` uses too.
+fn read_records(path: &std::path::Path) -> anyhow::Result<(Vec<EvalRecord>, Vec<RecordError>)> {
+    let fail = |e: std::io::Error| anyhow::anyhow!("reading {}: {e}", path.display());
+    let file = std::fs::File::open(path).map_err(fail)?;
+    let mut reader = RecordReader::new(std::io::BufReader::new(file));
+    let (mut records, mut bad) = (Vec::new(), Vec::new());
+    while let Some(next) = reader.next_record().map_err(fail)? {
+        match next {
+            Ok(r) => records.push(r),
+            Err(e) => bad.push(e),
+        }
+    }
+    Ok((records, bad))
+}
+
 pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
-    let text = std::fs::read_to_string(&args.records)
-        .map_err(|e| anyhow::anyhow!("reading {}: {e}", args.records.display()))?;
-    let (records, bad_lines) = clef_eval::read_records(&text);
+    let (records, bad_lines) = read_records(&args.records)?;
     for bad in &bad_lines {
         eprintln!("{}:{}: {}", args.records.display(), bad.line, bad.message);
     }

@@ -26,6 +26,7 @@ pub mod encode;
 
 use crate::error::{ConvertError, Result};
 use crate::progress::Progress;
+use crate::records::RecordRules;
 use crate::release::Release;
 use classify::{classify, Storage};
 use clef_ane::mil::emit_all;
@@ -59,6 +60,8 @@ pub struct Lut6Options {
     pub calib: Option<PathBuf>,
     /// How many calibration records to use.
     pub calib_records: usize,
+    /// How the records are read (profile, truncation, unusable records).
+    pub records: RecordRules,
     /// Called with each source tensor's name after it is written (observers, tests).
     pub on_tensor: Option<TensorObserver>,
 }
@@ -77,6 +80,7 @@ impl Default for Lut6Options {
             show_progress: false,
             calib: None,
             calib_records: 128,
+            records: RecordRules::default(),
             on_tensor: None,
         }
     }
@@ -186,16 +190,27 @@ pub fn convert_lut6(from: &Path, to: &Path, opts: &Lut6Options) -> Result<Lut6Re
     let layers = cfg.text_config.num_hidden_layers;
     let (down_scales, down_scale_source) = match &opts.calib {
         Some(records) => {
-            let c = calibrate::calibrate_down_scales(from, records, opts.calib_records)?;
+            let c =
+                calibrate::calibrate_down_scales(from, records, opts.calib_records, &opts.records)?;
+            let rules = &opts.records;
             (
                 c.scales,
                 format!(
-                    "calibration: max |SiLU(gate)·up| over {} text records of {}",
+                    "calibration: max |SiLU(gate)·up| over {} records of {} (profile {}{}; \
+                     skipped: {} with media, {} invalid)",
                     c.records,
                     records
                         .file_name()
                         .map(|n| n.to_string_lossy().into_owned())
-                        .unwrap_or_default()
+                        .unwrap_or_default(),
+                    rules.profile,
+                    if rules.truncate {
+                        ", states truncated"
+                    } else {
+                        ""
+                    },
+                    c.skipped_media,
+                    c.skipped_invalid,
                 ),
             )
         }

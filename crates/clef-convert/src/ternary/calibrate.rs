@@ -15,112 +15,21 @@ use super::parts::PartStore;
 use super::plan::Role;
 use super::quant::{quantize_linear, LinearStats, Method};
 use crate::error::{ConvertError, Result};
-use clef_api::Request;
-use clef_encode::Truncation;
-use clef_engine::{DecideOptions, Engine};
+use crate::records::{CalibrationRecord, RecordRules, RecordSet};
+use clef_engine::Engine;
 use clef_model::backbone::scratch::Scratch;
 use clef_model::backbone::{Backbone, Layer, Mixer};
 use clef_model::forward::Pass;
 use clef_model::linear::LinearWeight;
-use clef_model::{Exact, ForwardObserver, LinearId, LinearKind, Positions};
+use clef_model::{Exact, ForwardObserver, LinearId, LinearKind};
 use clef_quant::gptq::{Hessian, HessianAccumulator};
 use clef_quant::QuantError;
-use std::io::BufRead;
 use std::path::Path;
 
 /// Rows per forward call (any value gives the same activations).
 const CHUNK_ROWS: usize = 256;
 /// Captured rows buffered before one Hessian update.
 const FLUSH_ROWS: usize = 2048;
-
-/// One calibration record as the backbone sees it at deployment.
-pub struct CalibrationRecord {
-    pub ids: Vec<u32>,
-    /// Rotary positions (3-D where the record has images or videos).
-    pub positions: Positions,
-    /// The request of a record with images or videos, prepared again through the vision tower
-    /// when block 0's inputs are written ([`embed_records`]): the tower's rows are as large as
-    /// the activations themselves, so they are never held for all records at once.
-    pub media_request: Option<Request>,
-}
-
-/// Encoded calibration records.
-pub struct CalibrationSet {
-    /// In file order.
-    pub records: Vec<CalibrationRecord>,
-    /// Ids of records left out: images or videos for a release without a vision tower.
-    pub skipped: Vec<String>,
-    pub tokens: usize,
-}
-
-/// Reads the first `limit` records (JSONL, the `clef eval` format), line by line so a large file
-/// is never loaded whole, and prepares them with the engine's own parser, media pipeline and
-/// encoder, exactly as at deployment (formats.md §6 step 1: full requests, so images and videos
-/// are part of the statistics; their vision rows are computed by [`embed_records`]). A
-/// malformed line or a request the engine refuses is an error naming it.
-pub fn read_calibration(engine: &Engine, path: &Path, limit: usize) -> Result<CalibrationSet> {
-    let fail = |m: String| ConvertError::Calibration(format!("{}: {m}", path.display()));
-    let file = std::fs::File::open(path).map_err(|e| fail(e.to_string()))?;
-    let mut reader = std::io::BufReader::new(file);
-    let opts = prepare_options();
-    let mut set = CalibrationSet {
-        records: Vec::new(),
-        skipped: Vec::new(),
-        tokens: 0,
-    };
-    let mut seen = std::collections::HashSet::new();
-    let mut line = String::new();
-    let mut number = 0;
-    while set.records.len() + set.skipped.len() < limit {
-        line.clear();
-        let cap = clef_eval::MAX_LINE_BYTES as u64 + 2;
-        let n = std::io::Read::take(&mut reader, cap)
-            .read_line(&mut line)
-            .map_err(|e| fail(format!("line {}: {e}", number + 1)))?;
-        if n == 0 {
-            break;
-        }
-        number += 1;
-        if !line.ends_with('\n') && n as u64 >= cap {
-            return Err(fail(format!(
-                "line {number} is longer than {} bytes",
-                clef_eval::MAX_LINE_BYTES
-            )));
-        }
-        let text = line.strip_suffix('\n').unwrap_or(&line);
-        if text.trim().is_empty() {
-            continue;
-        }
-        let r = clef_eval::parse_record_line(number, text).map_err(|e| fail(e.to_string()))?;
-        if !seen.insert(r.id.clone()) {
-            return Err(fail(format!("line {number}: record id `{}` repeats", r.id)));
-        }
-        let refuse = |what: &str, msg: String| {
-            fail(format!("record `{}` (line {number}): {what}: {msg}", r.id))
-        };
-        let req = engine
-            .parse(r.request_json.as_bytes())
-            .map_err(|e| refuse("refused", e.message))?;
-        if (!req.images.is_empty() || !req.videos.is_empty()) && !engine.supports_vision() {
-            set.skipped.push(r.id.clone());
-            continue;
-        }
-        let (encoded, positions) = engine
-            .prepare_layout(&req, &opts)
-            .map_err(|e| refuse("preparing", e.to_string()))?;
-        set.tokens += encoded.input_ids.len();
-        let has_media = !req.images.is_empty() || !req.videos.is_empty();
-        set.records.push(CalibrationRecord {
-            ids: encoded.input_ids,
-            positions,
-            media_request: has_media.then_some(req),
-        });
-    }
-    if set.records.is_empty() {
-        return Err(fail(format!("no usable records among the first {limit}")));
-    }
-    Ok(set)
-}
 
 /// Accumulates the Hessian of the input of one linear, `target`.
 struct Sink {
@@ -218,20 +127,13 @@ fn run_layer(
     Ok(Some(sink.acc.finish()?))
 }
 
-/// Truncation and budget of the calibration prompts, the same in both passes.
-fn prepare_options() -> DecideOptions<'static> {
-    DecideOptions {
-        truncation: Truncation::State,
-        ..Default::default()
-    }
-}
-
 /// Block 0's inputs (formats.md §6 step 2), with the engine's embedding table as it is now:
 /// each record's embeddings, with the vision tower's rows on the media pad slots. Kept in
 /// memory within `budget` bytes, else spilled to `scratch_dir`.
 pub fn embed_records(
     engine: &Engine,
-    set: &CalibrationSet,
+    set: &RecordSet,
+    rules: &RecordRules,
     scratch_dir: &Path,
     budget: u64,
 ) -> Result<Activations> {
@@ -245,19 +147,19 @@ pub fn embed_records(
     )?;
     for (i, r) in set.records.iter().enumerate() {
         let mut x = vec![0.0f32; r.ids.len() * backbone.hidden()];
-        match &r.media_request {
-            None => backbone.embed_prompt(&r.ids, &[], 0, &mut x)?,
-            Some(req) => {
-                let p = engine
-                    .prepare(req, &prepare_options())
-                    .map_err(|e| ConvertError::Calibration(format!("record {i}: {e}")))?;
-                if p.encoded.input_ids != r.ids || p.positions != r.positions {
-                    return Err(ConvertError::Calibration(format!(
-                        "record {i} encoded differently the second time"
-                    )));
-                }
-                backbone.embed_prompt(&r.ids, &p.media_rows, 0, &mut x)?;
+        if !r.has_media() {
+            backbone.embed_prompt(&r.ids, &[], 0, &mut x)?;
+        } else {
+            let p = engine
+                .prepare(&r.request, &rules.options())
+                .map_err(|e| ConvertError::Calibration(format!("record `{}`: {e}", r.id)))?;
+            if p.encoded.input_ids != r.ids || p.positions != r.positions {
+                return Err(ConvertError::Calibration(format!(
+                    "record `{}` encoded differently the second time",
+                    r.id
+                )));
             }
+            backbone.embed_prompt(&r.ids, &p.media_rows, 0, &mut x)?;
         }
         out.set(i, &x)?;
     }
@@ -303,7 +205,7 @@ pub struct CalibrationOutcome {
 /// progress in source bytes.
 pub fn quantize_backbone(
     backbone: &mut Backbone,
-    set: &CalibrationSet,
+    set: &RecordSet,
     input: Activations,
     store: &mut PartStore,
     scratch_dir: &Path,
@@ -379,7 +281,8 @@ pub fn quantize_backbone(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clef_engine::EngineConfig;
+    use clef_engine::{DecideOptions, EngineConfig};
+    use clef_model::Positions;
 
     const PNG_4X3: &str = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAQAAAADCAIAAAA7ljmRAAAAMklEQVR4nAEnANj/AEQggjz95vHCazD5DgDH3QHkiHU0og8LDQQAw27YDnHg/XewdnDrXaYSP5CQWlsAAAAASUVORK5CYII=";
 
@@ -407,17 +310,18 @@ mod tests {
             .map(|(i, r)| serde_json::json!({"id": format!("r{i}"), "request": r}).to_string())
             .collect();
         std::fs::write(&path, lines.join("\n")).unwrap();
-        let set = read_calibration(&engine, &path, 10).unwrap();
+        let rules = RecordRules::default();
+        let set = crate::records::read_records(&engine, &path, 10, &rules).unwrap();
         assert_eq!(set.records.len(), 2);
-        assert!(set.skipped.is_empty());
+        assert!(set.skipped_media.is_empty());
         let image = &set.records[0];
-        assert!(image.media_request.is_some() && set.records[1].media_request.is_none());
+        assert!(image.has_media() && !set.records[1].has_media());
         assert_ne!(image.positions, Positions::text(image.ids.len()));
 
         let backbone = &engine.model.backbone;
         let hidden = backbone.hidden();
         let lens: Vec<usize> = set.records.iter().map(|r| r.ids.len()).collect();
-        let mut cur = embed_records(&engine, &set, root.path(), u64::MAX).unwrap();
+        let mut cur = embed_records(&engine, &set, &rules, root.path(), u64::MAX).unwrap();
         let mut next = Activations::new(&lens, hidden, u64::MAX, &root.path().join("b")).unwrap();
         for li in 0..backbone.layers.len() {
             run_layer(backbone, li, &set.records, &mut cur, Some(&mut next), None).unwrap();

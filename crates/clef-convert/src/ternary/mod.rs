@@ -15,8 +15,9 @@ pub mod table;
 
 use crate::error::{ConvertError, Result};
 use crate::progress::Progress;
+use crate::records::{self, RecordRules, SkippedRecord};
 use crate::release::Release;
-use clef_engine::{Engine, EngineConfig};
+use clef_engine::Engine;
 use clef_model::bundle::BundleWriter;
 use clef_model::checkpoint::writer::{write_safetensors, TensorSpec};
 use parts::PartStore;
@@ -44,6 +45,8 @@ pub struct TernaryOptions {
     pub calib: Option<PathBuf>,
     /// How many of them to use (the card: 128).
     pub calib_records: usize,
+    /// How the records are read (profile, truncation, unusable records).
+    pub records: RecordRules,
     pub method: Method,
     pub show_progress: bool,
     /// Bytes of calibration activations kept in memory before spilling to disk.
@@ -59,6 +62,7 @@ impl TernaryOptions {
             source_revision: None,
             calib: None,
             calib_records: 128,
+            records: RecordRules::default(),
             method: Method::Gptq,
             show_progress: false,
             activation_budget: 4 << 30,
@@ -74,6 +78,11 @@ pub struct TernaryReport {
     pub calib_tokens: usize,
     /// Records left out of calibration (with images or videos).
     pub calib_skipped: Vec<String>,
+    /// Unusable records left out under `--skip-invalid`.
+    pub calib_invalid: Vec<SkippedRecord>,
+    /// How the records were read, for the manifest.
+    #[serde(skip)]
+    pub calib_rules: Option<serde_json::Value>,
     pub activations_spilled: bool,
     pub linears: Vec<LinearStats>,
     /// Seconds per 4-bit table (`embed_tokens`, `lm_head`).
@@ -131,6 +140,8 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
         calib_records: 0,
         calib_tokens: 0,
         calib_skipped: Vec::new(),
+        calib_invalid: Vec::new(),
+        calib_rules: None,
         activations_spilled: false,
         linears: Vec::new(),
         tables: Vec::new(),
@@ -139,10 +150,10 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
     };
     match (opts.method, &opts.calib) {
         (Method::Gptq, Some(calib)) => {
-            let mut engine = Engine::load(&opts.from, EngineConfig::default())
+            let mut engine = Engine::load(&opts.from, opts.records.engine_config())
                 .map_err(|e| ConvertError::Invalid(format!("{}: {e}", opts.from.display())))?;
             progress.stage("reading calibration records");
-            let set = calibrate::read_calibration(&engine, calib, opts.calib_records)?;
+            let set = records::read_records(&engine, calib, opts.calib_records, &opts.records)?;
             // The embedding table first: GPTQ shapes each linear's error to the statistics of
             // its inputs, so block 0 must see the embeddings the runtime will see (measured on
             // nano: calibrating on BF16 embeddings and then swapping in the 4-bit table doubled
@@ -190,11 +201,14 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
             }
             report.calib_records = set.records.len();
             report.calib_tokens = set.tokens;
-            report.calib_skipped = set.skipped.clone();
+            report.calib_skipped = set.skipped_media.clone();
+            report.calib_invalid = set.skipped_invalid.clone();
+            report.calib_rules = Some(opts.records.describe(&set));
             // the activation budget is shared by the two alternating stores
             let budget = opts.activation_budget / 2;
             progress.stage("embedding calibration records");
-            let input = calibrate::embed_records(&engine, &set, writer.dir(), budget)?;
+            let input =
+                calibrate::embed_records(&engine, &set, &opts.records, writer.dir(), budget)?;
             progress.stage("GPTQ, layer by layer");
             let outcome = calibrate::quantize_backbone(
                 &mut engine.model.backbone,
@@ -286,6 +300,7 @@ fn recipe(opts: &TernaryOptions, r: &TernaryReport) -> serde_json::Value {
         "embeddings": "rtn-mse",
         "calib_tokens": r.calib_tokens,
         "calib_skipped_media": r.calib_skipped.len(),
+        "calib_records": r.calib_rules,
     })
 }
 
