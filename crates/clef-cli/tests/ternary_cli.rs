@@ -168,3 +168,98 @@ fn convert_reads_the_records_clef_eval_reads() {
     let manifest = std::fs::read_to_string(to.join("manifest.json")).unwrap();
     assert!(manifest.contains("\"skipped_invalid\": 1"), "{manifest}");
 }
+
+/// `--recipe`: the card's keys, each defaulting to the card's value, unknown keys refused by
+/// name; the card's planned v2 (`down_proj` in `hi_names`) is a recipe change: the MLP
+/// down-projections come out as 4-bit affine codes, the manifest says so, and the bundle loads
+/// and answers. The card's own string gives the same bytes as no recipe.
+#[test]
+fn a_recipe_file_chooses_the_recipe() {
+    let root = tempfile::tempdir().unwrap();
+    let tiny = fixtures().join("models/tiny-a");
+    let convert = |name: &str, recipe: Option<&str>| {
+        let to = root.path().join(name);
+        let mut args = vec![
+            "convert".to_string(),
+            "--format".into(),
+            "ternary".into(),
+            "--method".into(),
+            "rtn".into(),
+            "--from".into(),
+            s(&tiny).into(),
+            "--to".into(),
+            s(&to).into(),
+        ];
+        if let Some(text) = recipe {
+            let path = root.path().join(format!("{name}.json"));
+            std::fs::write(&path, text).unwrap();
+            args.extend(["--recipe".into(), s(&path).into()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        (clef(&args), to)
+    };
+    let (o, _) = convert("typo", Some(r#"{"hi_names": "out_proj", "dmap": 0.02}"#));
+    assert!(!o.status.success());
+    assert!(text(&o).contains("unknown field `dmap`"), "{}", text(&o));
+    let (o, _) = convert("group", Some(r#"{"group": 32}"#));
+    assert!(!o.status.success());
+    assert!(text(&o).contains("group 32"), "{}", text(&o));
+
+    let (o, plain) = convert("plain", None);
+    assert!(o.status.success(), "{}", text(&o));
+    let card = r#"{"scale": "mse", "group": 64, "hi_names": "out_proj,q_proj,k_proj,v_proj,o_proj", "hi_bits": 4, "emb_bits": 4, "cloq_rank": 16, "calib": 128, "damp": 0.01}"#;
+    let (o, carded) = convert("card", Some(card));
+    assert!(o.status.success(), "{}", text(&o));
+    let bytes = |dir: &std::path::Path| std::fs::read(dir.join("model.safetensors")).unwrap();
+    assert!(
+        bytes(&plain) == bytes(&carded),
+        "the card's recipe is the default"
+    );
+
+    let v2 = r#"{"hi_names": "out_proj,q_proj,k_proj,v_proj,o_proj,down_proj"}"#;
+    let (o, bundle) = convert("v2", Some(v2));
+    assert!(o.status.success(), "{}", text(&o));
+    let header = safetensors_header(&bundle.join("model.safetensors"));
+    let down = "model.language_model.layers.0.mlp.down_proj";
+    assert!(
+        header.contains(&format!("\"{down}.q4\"")),
+        "down_proj is 4-bit"
+    );
+    assert!(!header.contains(&format!("\"{down}.trits\"")));
+    assert!(header.contains("model.language_model.layers.0.mlp.up_proj.trits"));
+    let manifest = std::fs::read_to_string(bundle.join("manifest.json")).unwrap();
+    assert!(
+        manifest.contains("\"hi_names\": \"out_proj,q_proj,k_proj,v_proj,o_proj,down_proj\""),
+        "{manifest}"
+    );
+    let o = clef(&["verify", s(&bundle)]);
+    assert!(o.status.success(), "{}", text(&o));
+    let request = root.path().join("request.json");
+    std::fs::write(
+        &request,
+        r#"{"model": "clef", "state": "My card was charged twice.", "questions": {"refund": {"type": "noul", "instructions": "Refund?"}}}"#,
+    )
+    .unwrap();
+    let o = clef(&["decide", "--model", s(&bundle), s(&request)]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = clef(&[
+        "convert",
+        "--format",
+        "lut6",
+        "--from",
+        s(&tiny),
+        "--to",
+        s(&root.path().join("lut")),
+        "--recipe",
+        s(&request),
+    ]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("--format ternary"), "{}", text(&o));
+}
+
+/// The JSON header of a safetensors file.
+fn safetensors_header(path: &std::path::Path) -> String {
+    let bytes = std::fs::read(path).unwrap();
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    String::from_utf8(bytes[8..8 + n].to_vec()).unwrap()
+}

@@ -6,6 +6,7 @@
 mod common;
 
 use clef_convert::ternary::mlx::{export_mlx, mlx_dequantize, RawFile};
+use clef_convert::ternary::recipe::Recipe;
 use clef_convert::ternary::{convert_ternary, TernaryOptions, FORMAT};
 use clef_engine::{DecideOptions, Engine, EngineConfig};
 use clef_kernels::formats::affine4::Affine4View;
@@ -259,8 +260,8 @@ fn flash_size_follows_the_converter_plan() {
             shape: e.shape,
         })
         .collect();
-    let planned = plan::plan(&sources).unwrap();
-    let meta = plan::metadata(Some(&"0".repeat(40)));
+    let planned = plan::plan(&sources, &Recipe::default()).unwrap();
+    let meta = plan::metadata(Some(&"0".repeat(40)), &Recipe::default());
     let size = plan::size(&sources, &planned, &meta);
     eprintln!("{size:#?}");
     let card = 4.04e9;
@@ -287,6 +288,28 @@ fn flash_size_follows_the_converter_plan() {
     assert_eq!(size.ternary.1, quant_size.ternary.bytes);
     assert_eq!(size.adapters.1, quant_size.adapters.bytes);
     assert_eq!(size.tables.1, quant_size.embeddings.bytes);
+
+    // the card's planned v2 (4-bit down_proj) is a recipe change: the down-projections' weights
+    // move from the ternary part to the 4-bit part, 2.65 bits per weight more
+    let v2 = Recipe {
+        hi_names: format!("{},down_proj", plan::HI_NAMES),
+        ..Default::default()
+    };
+    let planned_v2 = plan::plan(&sources, &v2).unwrap();
+    let size_v2 = plan::size(&sources, &planned_v2, &meta);
+    eprintln!("v2: {size_v2:#?}");
+    let down: u64 = sources
+        .iter()
+        .filter(|t| t.name.ends_with("mlp.down_proj.weight"))
+        .map(|t| t.shape.iter().product::<usize>() as u64)
+        .sum();
+    assert_eq!(size_v2.ternary.0, size.ternary.0 - down);
+    assert_eq!(size_v2.affine4_linears.0, size.affine4_linears.0 + down);
+    assert_eq!(size_v2.adapters, size.adapters);
+    let grown = (size_v2.total - size_v2.header) - (size.total - size.header);
+    // 4.5 − 1.85 bits per weight (the last trit byte of a row is rounded up: a little less)
+    assert_eq!(grown * 8 / down, 2, "{grown} bytes more for {down} weights");
+    assert!((grown as f64 * 8.0 / down as f64 - 2.65).abs() < 0.01);
 }
 
 /// A quantized linear runs as `W_q x + B(A x)` with exactly the stored factors.
@@ -302,7 +325,17 @@ fn quantized_linear_applies_its_adapter_after_the_product() {
         .map(|i| ((i * 7 % 23) as f32 - 11.0) * 0.1)
         .collect();
     for role in [Role::Ternary, Role::Affine4Linear] {
-        let q = quantize_linear("t", &w, rows, cols, role, None, Method::Rtn).unwrap();
+        let q = quantize_linear(
+            "t",
+            &w,
+            rows,
+            cols,
+            role,
+            None,
+            Method::Rtn,
+            &Recipe::default(),
+        )
+        .unwrap();
         let lin = q.to_linear().unwrap();
         let y = lin.apply(&x, m).unwrap();
         // dense reference from the stored bytes

@@ -7,6 +7,7 @@ use clef_convert::lut6::{convert_lut6, Lut6Options};
 use clef_convert::plain::{convert_plain, PlainFormat};
 use clef_convert::q8::convert_q8;
 use clef_convert::records::RecordRules;
+use clef_convert::ternary::recipe::Recipe;
 use clef_convert::ternary::{convert_ternary, Method, TernaryOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -80,9 +81,10 @@ pub struct ConvertArgs {
     /// and CLoQ; LUT-6 FP16 down-projection scales (without them, s = 1).
     #[arg(long)]
     pub calib: Option<PathBuf>,
-    /// How many usable calibration records to use (the first ones of the file).
-    #[arg(long, default_value_t = 128)]
-    pub calib_records: usize,
+    /// How many usable calibration records to use (the first ones of the file; default 128,
+    /// or the ternary recipe's `calib`).
+    #[arg(long)]
+    pub calib_records: Option<usize>,
     /// Request rules the calibration records are validated under, as `clef eval --profile`
     /// (`reference` accepts e.g. `instructions: null`).
     #[arg(long, default_value = "workers")]
@@ -98,6 +100,12 @@ pub struct ConvertArgs {
     /// Ternary: GPTQ with calibration (default) or round-to-nearest without.
     #[arg(long, value_enum, default_value_t = TernaryMethod::Gptq)]
     pub method: TernaryMethod,
+    /// Ternary: the card's recipe as JSON (`scale`, `group`, `hi_names`, `hi_bits`,
+    /// `emb_bits`, `cloq_rank`, `calib`, `damp`; each defaults to the card's value, unknown keys
+    /// are refused), e.g. `{"hi_names": "out_proj,q_proj,k_proj,v_proj,o_proj,down_proj"}` for
+    /// the card's planned v2.
+    #[arg(long)]
+    pub recipe: Option<PathBuf>,
     /// Ternary: GiB of calibration activations kept in memory before spilling to disk.
     #[arg(long, default_value_t = 4.0)]
     pub calib_memory_gib: f64,
@@ -130,6 +138,9 @@ fn skipped_summary(media: usize, invalid: usize) -> String {
 pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
     // a bar on a terminal, plain lines with ETA otherwise (clef_convert::progress)
     let progress = true;
+    if args.recipe.is_some() && args.format != Format::Ternary {
+        anyhow::bail!("--recipe describes a ternary conversion (--format ternary)");
+    }
     let t0 = std::time::Instant::now();
     match args.format {
         Format::F16 | Format::Bf16 => {
@@ -164,7 +175,7 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
                 revision: args.source_revision.clone(),
                 show_progress: progress,
                 calib: args.calib.clone(),
-                calib_records: args.calib_records,
+                calib_records: args.calib_records.unwrap_or(128),
                 records: record_rules(&args),
                 on_tensor: None,
             };
@@ -187,7 +198,10 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
             opts.force = args.force;
             opts.source_revision = args.source_revision.clone();
             opts.calib = args.calib.clone();
-            opts.calib_records = args.calib_records;
+            if let Some(path) = &args.recipe {
+                opts.recipe = Recipe::read(path)?;
+            }
+            opts.calib_records = args.calib_records.unwrap_or(opts.recipe.calib);
             opts.records = record_rules(&args);
             opts.method = match args.method {
                 TernaryMethod::Gptq => Method::Gptq,

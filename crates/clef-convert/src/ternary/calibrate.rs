@@ -12,8 +12,8 @@
 
 use super::activations::Activations;
 use super::parts::PartStore;
-use super::plan::Role;
 use super::quant::{quantize_linear, LinearStats, Method};
+use super::recipe::Recipe;
 use crate::error::{ConvertError, Result};
 use crate::records::{CalibrationRecord, RecordRules, RecordSet};
 use clef_engine::Engine;
@@ -203,8 +203,10 @@ pub struct CalibrationOutcome {
 /// the model by its quantized form as soon as it is done. The next layer's inputs get
 /// `budget` bytes of memory before spilling to `scratch_dir`. `advance(bytes, tensor)` reports
 /// progress in source bytes.
+#[allow(clippy::too_many_arguments)] // the calibration's inputs, scratch and outputs
 pub fn quantize_backbone(
     backbone: &mut Backbone,
+    recipe: &Recipe,
     set: &RecordSet,
     input: Activations,
     store: &mut PartStore,
@@ -219,6 +221,7 @@ pub fn quantize_backbone(
     let mut next = Activations::new(&lens, hidden, budget, &scratch_dir.join("calib-b.tmp"))?;
     let spilled = cur.spilled() || next.spilled();
     let mut stats = Vec::new();
+    let roles = recipe.roles().map_err(ConvertError::Invalid)?;
     for li in 0..backbone.layers.len() {
         for kinds in stages(&backbone.layers[li]) {
             let first = LinearId::new(li, kinds[0]);
@@ -248,7 +251,7 @@ pub fn quantize_backbone(
                 };
                 let w = t.to_f32()?;
                 let source_bytes = t.bytes().len() as u64;
-                let role = Role::of(&format!("{prefix}.weight"));
+                let role = roles.of(&format!("{prefix}.weight"));
                 let q = quantize_linear(
                     &prefix,
                     &w,
@@ -257,6 +260,7 @@ pub fn quantize_backbone(
                     role,
                     Some(&h),
                     Method::Gptq,
+                    recipe,
                 )?;
                 for (tname, _, _, bytes) in q.tensors() {
                     store.append(&tname, bytes)?;

@@ -11,6 +11,7 @@ pub mod mlx;
 pub mod parts;
 pub mod plan;
 pub mod quant;
+pub mod recipe;
 pub mod table;
 
 use crate::error::{ConvertError, Result};
@@ -23,6 +24,7 @@ use clef_model::checkpoint::writer::{write_safetensors, TensorSpec};
 use parts::PartStore;
 use plan::{PlannedTensor, Role, SizeBreakdown, SourceTensor};
 use quant::{quantize_linear, LinearStats};
+use recipe::Recipe;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -43,8 +45,11 @@ pub struct TernaryOptions {
     pub source_revision: Option<String>,
     /// Calibration records (JSONL of System One requests); required for GPTQ.
     pub calib: Option<PathBuf>,
-    /// How many of them to use (the card: 128).
+    /// How many of them to use (the card: 128; the CLI takes the recipe's `calib` unless
+    /// `--calib-records` is given).
     pub calib_records: usize,
+    /// The card's keys: which linears are 4-bit, adapter rank, damping (formats.md §3).
+    pub recipe: Recipe,
     /// How the records are read (profile, truncation, unusable records).
     pub records: RecordRules,
     pub method: Method,
@@ -62,6 +67,7 @@ impl TernaryOptions {
             source_revision: None,
             calib: None,
             calib_records: 128,
+            recipe: Recipe::default(),
             records: RecordRules::default(),
             method: Method::Gptq,
             show_progress: false,
@@ -117,11 +123,15 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
             "--calib-records must be at least 1".into(),
         ));
     }
+    opts.recipe
+        .check()
+        .map_err(|e| ConvertError::Invalid(format!("recipe: {e}")))?;
+    let roles = opts.recipe.roles().map_err(ConvertError::Invalid)?;
     let release = Release::open(&opts.from)?;
     release.require_release_shapes(FORMAT.name())?;
     let sources = source_tensors(&release);
-    let planned = plan::plan(&sources).map_err(ConvertError::Invalid)?;
-    let meta = plan::metadata(opts.source_revision.as_deref());
+    let planned = plan::plan(&sources, &opts.recipe).map_err(ConvertError::Invalid)?;
+    let meta = plan::metadata(opts.source_revision.as_deref(), &opts.recipe);
     let size = plan::size(&sources, &planned, &meta);
 
     let writer = BundleWriter::create(&opts.to, opts.force)?;
@@ -129,7 +139,7 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
     let quantized_bytes: u64 = release
         .tensors
         .iter()
-        .filter(|t| Role::of(&t.name).is_quantized())
+        .filter(|t| roles.of(&t.name).is_quantized())
         .map(|t| t.bytes().len() as u64)
         .sum();
     let progress = Progress::new(quantized_bytes, "ternary", opts.show_progress);
@@ -161,7 +171,7 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
             let embed = release
                 .tensors
                 .iter()
-                .find(|t| Role::of(&t.name) == Role::Affine4Table && t.name != "lm_head.weight")
+                .find(|t| roles.of(&t.name) == Role::Affine4Table && t.name != "lm_head.weight")
                 .ok_or_else(|| {
                     ConvertError::Invalid("the release has no embedding table".into())
                 })?;
@@ -212,6 +222,7 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
             progress.stage("GPTQ, layer by layer");
             let outcome = calibrate::quantize_backbone(
                 &mut engine.model.backbone,
+                &opts.recipe,
                 &set,
                 input,
                 &mut store,
@@ -225,7 +236,7 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
         _ => {
             progress.stage("round-to-nearest");
             for t in &release.tensors {
-                let role = Role::of(&t.name);
+                let role = roles.of(&t.name);
                 if !role.has_adapter() {
                     continue;
                 }
@@ -239,6 +250,7 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
                     role,
                     None,
                     opts.method,
+                    &opts.recipe,
                 )?;
                 for (name, _, _, bytes) in q.tensors() {
                     store.append(&name, bytes)?;
@@ -251,7 +263,7 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
     }
     for t in &release.tensors {
         let done = store.contains(&clef_formats::affine4::codes_name(plan::prefix(&t.name)));
-        if Role::of(&t.name) == Role::Affine4Table && !done {
+        if roles.of(&t.name) == Role::Affine4Table && !done {
             progress.stage("4-bit tables");
             let (s, _) = table::quantize_table(t, &mut store, &advance, false)?;
             report.tables.push((t.name.clone(), s));
@@ -264,7 +276,7 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
         FORMAT,
         Some(release.model_name()),
         Some(release.source_info(opts.source_revision.clone())),
-        recipe(opts, &report),
+        manifest_recipe(opts, &report),
     )?;
     report.seconds = t0.elapsed().as_secs_f64();
     Ok(report)
@@ -282,18 +294,20 @@ tokenizer and the configuration files are unchanged.\n"
     )
 }
 
-/// The manifest's recipe: the card's string plus what this run did.
-fn recipe(opts: &TernaryOptions, r: &TernaryReport) -> serde_json::Value {
+/// The manifest's recipe: the card's keys as this run used them (`calib`: the records used),
+/// plus what this run did.
+fn manifest_recipe(opts: &TernaryOptions, r: &TernaryReport) -> serde_json::Value {
     let gptq = opts.method == Method::Gptq;
+    let recipe = &opts.recipe;
     serde_json::json!({
-        "scale": "mse",
-        "group": plan::GROUP,
-        "hi_names": plan::HI_NAMES,
-        "hi_bits": 4,
-        "emb_bits": 4,
-        "cloq_rank": plan::CLOQ_RANK,
+        "scale": recipe.scale,
+        "group": recipe.group,
+        "hi_names": recipe.hi_names,
+        "hi_bits": recipe.hi_bits,
+        "emb_bits": recipe.emb_bits,
+        "cloq_rank": recipe.cloq_rank,
         "calib": r.calib_records,
-        "damp": 0.01,
+        "damp": recipe.damp,
         "method": if gptq { "gptq" } else { "rtn" },
         "sequential": if gptq { "true-sequential" } else { "none" },
         "adapters": if gptq { "cloq" } else { "svd (identity Hessian; no calibration)" },

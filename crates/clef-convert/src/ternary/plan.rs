@@ -2,6 +2,7 @@
 //! names and shapes only, so the same plan sizes a bundle before any weight is read (and for a
 //! model whose weights are not at hand, e.g. Clef-Flash from its config).
 
+use super::recipe::{Recipe, Roles};
 use clef_formats::{affine4, ternary};
 use clef_model::checkpoint::writer::TensorSpec;
 use clef_model::tensor::Dtype;
@@ -31,35 +32,10 @@ pub enum Role {
 }
 
 impl Role {
-    /// The role of a release tensor by name (shape-independent).
+    /// The role of a release tensor by name under the card's recipe (shape-independent);
+    /// [`Roles`] for another recipe's `hi_names`.
     pub fn of(name: &str) -> Role {
-        if name == format!("{TEXT_PREFIX}.embed_tokens.weight") || name == "lm_head.weight" {
-            return Role::Affine4Table;
-        }
-        let Some(rest) = name
-            .strip_prefix(TEXT_PREFIX)
-            .and_then(|r| r.strip_prefix(".layers."))
-        else {
-            return Role::Keep;
-        };
-        // "<i>.<module>.<linear>.weight"
-        let mut parts = rest.split('.');
-        let (Some(_layer), Some(module), Some(linear), Some("weight"), None) = (
-            parts.next(),
-            parts.next(),
-            parts.next(),
-            parts.next(),
-            parts.next(),
-        ) else {
-            return Role::Keep;
-        };
-        match (module, linear) {
-            ("linear_attn", "in_proj_qkv" | "in_proj_z")
-            | ("mlp", "gate_proj" | "up_proj" | "down_proj") => Role::Ternary,
-            ("linear_attn", "out_proj")
-            | ("self_attn", "q_proj" | "k_proj" | "v_proj" | "o_proj") => Role::Affine4Linear,
-            _ => Role::Keep,
-        }
+        Roles::card().of(name)
     }
 
     pub fn is_quantized(self) -> bool {
@@ -88,9 +64,10 @@ pub struct PlannedTensor {
     pub role: Role,
 }
 
-/// Adapter rank for a `[rows, cols]` linear: the card's 16, or less for a tiny matrix.
-pub fn adapter_rank(rows: usize, cols: usize) -> usize {
-    CLOQ_RANK.min(rows).min(cols)
+/// Adapter rank for a `[rows, cols]` linear: the recipe's (the card's 16), or less for a tiny
+/// matrix.
+pub fn adapter_rank(rank: usize, rows: usize, cols: usize) -> usize {
+    rank.min(rows).min(cols)
 }
 
 /// Linear prefix of a release weight name (`<p>.weight` → `<p>`).
@@ -105,13 +82,14 @@ fn matrix(t: &SourceTensor) -> Option<(usize, usize)> {
     }
 }
 
-/// Every stored tensor in file order: each release tensor in its order, a quantized one
-/// expanded into its parts (formats.md §3.6). A tensor the name rules would quantize but that
-/// is not a non-empty matrix is an error.
-pub fn plan(tensors: &[SourceTensor]) -> Result<Vec<PlannedTensor>, String> {
+/// Every stored tensor in file order under `recipe`: each release tensor in its order, a
+/// quantized one expanded into its parts (formats.md §3.6). A tensor the name rules would
+/// quantize but that is not a non-empty matrix is an error.
+pub fn plan(tensors: &[SourceTensor], recipe: &Recipe) -> Result<Vec<PlannedTensor>, String> {
+    let roles = recipe.roles()?;
     let mut out = Vec::with_capacity(tensors.len() * 2);
     for (i, t) in tensors.iter().enumerate() {
-        let role = Role::of(&t.name);
+        let role = roles.of(&t.name);
         let mut push = |name: String, dtype: Dtype, shape: &[usize]| {
             out.push(PlannedTensor {
                 spec: TensorSpec::new(name, dtype, shape),
@@ -144,7 +122,7 @@ pub fn plan(tensors: &[SourceTensor]) -> Result<Vec<PlannedTensor>, String> {
             push(affine4::biases_name(p), Dtype::Bf16, &[rows, groups]);
         }
         if role.has_adapter() {
-            let r = adapter_rank(rows, cols);
+            let r = adapter_rank(recipe.cloq_rank, rows, cols);
             let (a, b) = ternary::adapter_names(p);
             push(a, Dtype::Bf16, &[r, cols]);
             push(b, Dtype::Bf16, &[rows, r]);
@@ -154,11 +132,11 @@ pub fn plan(tensors: &[SourceTensor]) -> Result<Vec<PlannedTensor>, String> {
 }
 
 /// The `__metadata__` of the bundle's `model.safetensors` (formats.md §3.6).
-pub fn metadata(source_revision: Option<&str>) -> BTreeMap<String, String> {
+pub fn metadata(source_revision: Option<&str>, recipe: &Recipe) -> BTreeMap<String, String> {
     BTreeMap::from([
         ("format".into(), super::FORMAT.name().into()),
-        ("group_size".into(), GROUP.to_string()),
-        ("cloq_rank".into(), CLOQ_RANK.to_string()),
+        ("group_size".into(), recipe.group.to_string()),
+        ("cloq_rank".into(), recipe.cloq_rank.to_string()),
         ("trit_order".into(), "base3-lsb-first".into()),
         (
             "source_revision".into(),
@@ -303,7 +281,7 @@ mod tests {
             dtype: Dtype::Bf16,
             shape: vec![10, 150],
         }];
-        let p = plan(&t).unwrap();
+        let p = plan(&t, &Recipe::default()).unwrap();
         let shapes: Vec<(&str, Vec<usize>)> = p
             .iter()
             .map(|p| {
@@ -327,6 +305,6 @@ mod tests {
             dtype: Dtype::Bf16,
             shape: vec![10],
         }];
-        assert!(plan(&bad).is_err());
+        assert!(plan(&bad, &Recipe::default()).is_err());
     }
 }

@@ -2,6 +2,7 @@
 //! card's format, then the CLoQ rank-16 adapter from the same Hessian (formats.md §3–§5).
 
 use super::plan::{adapter_rank, Role, GROUP};
+use super::recipe::Recipe;
 use crate::error::{ConvertError, Result};
 use clef_model::linear::{Linear, LowRank};
 use clef_model::tensor::{Dtype, Tensor};
@@ -72,9 +73,10 @@ pub fn identity_hessian(dim: usize) -> Result<Hessian> {
     Ok(Hessian::from_dense(dim, data, 1)?)
 }
 
-/// Quantizes `w` (`[rows, cols]`, f32 row-major) of linear `prefix` with role `role`.
-/// `h` is the calibration Hessian (required for GPTQ; with RTN it is only used for the adapter
-/// and defaults to the identity).
+/// Quantizes `w` (`[rows, cols]`, f32 row-major) of linear `prefix` with role `role` under
+/// `recipe` (damping, adapter rank). `h` is the calibration Hessian (required for GPTQ; with
+/// RTN it is only used for the adapter and defaults to the identity).
+#[allow(clippy::too_many_arguments)] // one linear's whole description, passed through once
 pub fn quantize_linear(
     prefix: &str,
     w: &[f32],
@@ -83,6 +85,7 @@ pub fn quantize_linear(
     role: Role,
     h: Option<&Hessian>,
     method: Method,
+    recipe: &Recipe,
 ) -> Result<QuantizedLinear> {
     let t0 = Instant::now();
     let format = match role {
@@ -96,8 +99,11 @@ pub fn quantize_linear(
     };
     let (q, damp, loss): (QuantizedMatrix, Option<f64>, Option<f64>) = match (method, h) {
         (Method::Gptq, Some(h)) => {
-            let (q, st) =
-                gptq_quantize_with_stats(w, rows, cols, h, format, &GptqOptions::default())?;
+            let opts = GptqOptions {
+                damp: recipe.damp,
+                ..GptqOptions::default()
+            };
+            let (q, st) = gptq_quantize_with_stats(w, rows, cols, h, format, &opts)?;
             (q, Some(st.damp_used), Some(st.loss))
         }
         (Method::Gptq, None) => {
@@ -117,8 +123,8 @@ pub fn quantize_linear(
             }
         };
         let opts = CloqOptions {
-            rank: adapter_rank(rows, cols),
-            damp: damp.unwrap_or(GptqOptions::default().damp),
+            rank: adapter_rank(recipe.cloq_rank, rows, cols),
+            damp: damp.unwrap_or(recipe.damp),
             ..CloqOptions::default()
         };
         Some(cloq_adapter(w, &q.dequantized, rows, cols, hess, &opts)?)
