@@ -592,7 +592,7 @@ fn interrupted_conversion_leaves_no_bundle() {
         .file_name()
         .unwrap()
         .to_string_lossy()
-        .starts_with(".bundle.partial-"));
+        .starts_with(".bundle.partial"));
     assert!(!partial[0].join("manifest.json").exists());
     assert!(load_model(&partial[0]).is_err());
     // a new conversion to the same destination needs no --force and succeeds

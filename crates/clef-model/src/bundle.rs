@@ -272,41 +272,94 @@ pub fn bundle_format(dir: &Path) -> Result<Option<BundleFormat>> {
         .map_err(|e| ModelError::config(dir.join(MANIFEST), e.to_string()))
 }
 
-/// A bundle being written: a hidden temporary folder beside the destination, renamed into
-/// place by `finish` after the manifest is written. Dropped unfinished, it is removed.
+/// The folder a conversion to `dest` writes into: `.NAME.partial` beside it (the same for every
+/// run, so that a stopped conversion can be resumed, and a later one finds and clears what a
+/// killed one left).
+pub fn partial_dir(dest: &Path) -> PathBuf {
+    let parent = dest
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = dest
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "bundle".into());
+    parent.join(format!(".{name}.partial"))
+}
+
+/// The lock file inside a partial folder: held (an advisory whole-file lock, released by the
+/// operating system when the process ends, however it ends) by the conversion writing there.
+pub const PARTIAL_LOCK: &str = ".lock";
+
+/// A bundle being written: the hidden partial folder beside the destination ([`partial_dir`]),
+/// renamed into place by `finish` after the manifest is written. Dropped unfinished, it is
+/// removed, unless it was opened to resume (then it stays for the next `--resume`).
 pub struct BundleWriter {
     tmp: PathBuf,
     dest: PathBuf,
     done: bool,
+    keep_unfinished: bool,
+    /// Holds the partial folder's lock for as long as the writer lives.
+    _lock: std::fs::File,
 }
 
 impl BundleWriter {
+    /// A fresh partial folder (whatever an earlier, stopped conversion left there is removed).
     /// Refuses an existing destination unless `force`.
     pub fn create(dest: &Path, force: bool) -> Result<BundleWriter> {
+        BundleWriter::open(dest, force, false)
+    }
+
+    /// As [`create`](Self::create), but with `resume` the partial folder's contents are kept
+    /// for the caller to continue from, and so is the folder if this writer is dropped
+    /// unfinished. Refused while another process holds the folder's lock.
+    pub fn open(dest: &Path, force: bool, resume: bool) -> Result<BundleWriter> {
         if dest.exists() && !force {
             return Err(ModelError::config(
                 dest,
                 "already exists; pass --force to replace it",
             ));
         }
-        let parent = dest
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        std::fs::create_dir_all(parent).map_err(|e| ModelError::io(parent, e))?;
-        let name = dest
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "bundle".into());
-        let tmp = parent.join(format!(".{name}.partial-{}", std::process::id()));
-        if tmp.exists() {
-            std::fs::remove_dir_all(&tmp).map_err(|e| ModelError::io(&tmp, e))?;
-        }
+        let tmp = partial_dir(dest);
         std::fs::create_dir_all(&tmp).map_err(|e| ModelError::io(&tmp, e))?;
+        let lock_path = tmp.join(PARTIAL_LOCK);
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| ModelError::io(&lock_path, e))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(ModelError::config(
+                    &tmp,
+                    "another conversion is writing this destination (its partial folder is locked)",
+                ))
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(ModelError::io(&lock_path, e)),
+        }
+        if !resume {
+            for entry in std::fs::read_dir(&tmp).map_err(|e| ModelError::io(&tmp, e))? {
+                let entry = entry.map_err(|e| ModelError::io(&tmp, e))?;
+                if entry.file_name() == PARTIAL_LOCK {
+                    continue;
+                }
+                let path = entry.path();
+                let removed = if path.is_dir() {
+                    std::fs::remove_dir_all(&path)
+                } else {
+                    std::fs::remove_file(&path)
+                };
+                removed.map_err(|e| ModelError::io(&path, e))?;
+            }
+        }
         Ok(BundleWriter {
             tmp,
             dest: dest.to_path_buf(),
             done: false,
+            keep_unfinished: resume,
+            _lock: lock,
         })
     }
 
@@ -337,6 +390,10 @@ impl BundleWriter {
         source: Option<SourceInfo>,
         recipe: serde_json::Value,
     ) -> Result<Manifest> {
+        // the lock file is not part of the bundle (the open handle keeps the lock until the
+        // rename is done)
+        let lock_path = self.tmp.join(PARTIAL_LOCK);
+        std::fs::remove_file(&lock_path).map_err(|e| ModelError::io(&lock_path, e))?;
         let m = Manifest::describe(&self.tmp, format, model, source, recipe)?;
         m.write(&self.tmp)?;
         if self.dest.exists() {
@@ -350,7 +407,7 @@ impl BundleWriter {
 
 impl Drop for BundleWriter {
     fn drop(&mut self) {
-        if !self.done {
+        if !self.done && !self.keep_unfinished {
             let _ = std::fs::remove_dir_all(&self.tmp);
         }
     }
@@ -425,6 +482,45 @@ mod tests {
         }
         assert!(!dest.exists());
         assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0);
+    }
+
+    /// The partial folder is one per destination: a second writer is refused while the first
+    /// holds it; a resumable writer keeps it (and its contents) when dropped unfinished, the
+    /// next resumable one finds them, and a plain one clears them.
+    #[test]
+    fn one_writer_per_destination_and_resumable_folders_stay() {
+        let root = tempfile::tempdir().unwrap();
+        let dest = root.path().join("bundle");
+        let partial = partial_dir(&dest);
+        assert_eq!(partial, root.path().join(".bundle.partial"));
+        {
+            let w = BundleWriter::open(&dest, false, true).unwrap();
+            assert_eq!(w.dir(), partial);
+            std::fs::write(w.dir().join("journal"), b"1").unwrap();
+            let e = BundleWriter::create(&dest, false).err().unwrap().to_string();
+            assert!(e.contains("another conversion"), "{e}");
+        }
+        assert_eq!(std::fs::read(partial.join("journal")).unwrap(), b"1");
+        {
+            let w = BundleWriter::open(&dest, false, true).unwrap();
+            assert!(w.dir().join("journal").is_file());
+        }
+        {
+            let w = BundleWriter::create(&dest, false).unwrap();
+            assert!(!w.dir().join("journal").exists());
+            std::fs::write(w.dir().join("a.bin"), b"x").unwrap();
+            let m = w
+                .finish(BundleFormat::Bf16, None, None, serde_json::json!({}))
+                .unwrap();
+            let files: Vec<&str> = m.files.iter().map(|f| f.path.as_str()).collect();
+            assert_eq!(files, ["a.bin"]);
+        }
+        let left: Vec<_> = std::fs::read_dir(root.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, ["bundle"]);
+        assert!(!dest.join(PARTIAL_LOCK).exists());
     }
 
     #[test]

@@ -106,9 +106,50 @@ pub struct ConvertArgs {
     /// the card's planned v2.
     #[arg(long)]
     pub recipe: Option<PathBuf>,
+    /// Ternary: continue a stopped conversion from the journal in the destination's partial
+    /// folder (`.NAME.partial`, same command and settings), and keep that folder if this run
+    /// stops too. Without it, a stopped conversion leaves nothing behind and an earlier one's
+    /// leftovers are cleared.
+    #[arg(long)]
+    pub resume: bool,
     /// Ternary: GiB of calibration activations kept in memory before spilling to disk.
     #[arg(long, default_value_t = 4.0)]
     pub calib_memory_gib: f64,
+}
+
+/// On SIGINT or SIGTERM a conversion stops at once (a 4-bit table of a real model takes
+/// minutes, too long to wait for): without `--resume` its partial folder is removed first, as
+/// on an error, so nothing is left behind; with `--resume` the folder stays, its journal
+/// describing the work finished so far. The exit status is the signal's, 128 + its number.
+#[cfg(unix)]
+fn stop_on_signals(partial: std::path::PathBuf, resume: bool) -> anyhow::Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
+    std::thread::Builder::new()
+        .name("convert-signals".into())
+        .spawn(move || {
+            let Some(signal) = signals.forever().next() else {
+                return;
+            };
+            if resume {
+                eprintln!(
+                    "stopped; the finished work stays in {}: the same command with --resume continues it",
+                    partial.display()
+                );
+            } else {
+                // the conversion's threads may still be adding files: try a few times
+                for _ in 0..50 {
+                    match std::fs::remove_dir_all(&partial) {
+                        Ok(()) => break,
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+                        Err(_) => std::thread::sleep(std::time::Duration::from_millis(20)),
+                    }
+                }
+                eprintln!("stopped; nothing was left behind");
+            }
+            std::process::exit(128 + signal);
+        })?;
+    Ok(())
 }
 
 fn record_rules(args: &ConvertArgs) -> RecordRules {
@@ -141,6 +182,12 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
     if args.recipe.is_some() && args.format != Format::Ternary {
         anyhow::bail!("--recipe describes a ternary conversion (--format ternary)");
     }
+    if args.resume && args.format != Format::Ternary {
+        // the other formats take minutes at most on the real models: they start over
+        anyhow::bail!("--resume continues a ternary conversion (--format ternary)");
+    }
+    #[cfg(unix)]
+    stop_on_signals(clef_model::bundle::partial_dir(&args.to), args.resume)?;
     let t0 = std::time::Instant::now();
     match args.format {
         Format::F16 | Format::Bf16 => {
@@ -209,6 +256,7 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
             };
             opts.show_progress = progress;
             opts.activation_budget = (args.calib_memory_gib * (1u64 << 30) as f64) as u64;
+            opts.resume = args.resume;
             let r = convert_ternary(&opts)?;
             let gb = |b: u64| b as f64 / 1e9;
             eprintln!(

@@ -11,9 +11,12 @@
 //! and attention KV flow as at inference).
 
 use super::activations::Activations;
+use super::journal::Journal;
 use super::parts::PartStore;
+use super::plan::adapter_rank;
+use super::quant::QuantizedLinear;
 use super::quant::{quantize_linear, LinearStats, Method};
-use super::recipe::Recipe;
+use super::recipe::{Recipe, Roles};
 use crate::error::{ConvertError, Result};
 use crate::records::{CalibrationRecord, RecordRules, RecordSet};
 use clef_engine::Engine;
@@ -191,95 +194,132 @@ fn missing_linear(id: LinearId) -> ConvertError {
     ConvertError::Invalid(format!("{}: no such linear", id.tensor_prefix()))
 }
 
-/// What the calibration did, for the report.
-pub struct CalibrationOutcome {
-    pub stats: Vec<LinearStats>,
-    /// Whether activations did not fit `budget` and went to disk.
-    pub spilled: bool,
+/// The journal's unit for layer `li`.
+pub fn layer_unit(li: usize) -> String {
+    format!("layer:{li}")
+}
+
+/// Where the quantized layers go: the part store and the journal committed after each layer
+/// (in the partial folder `dir`, which also holds spilled activations), the activation memory
+/// budget, and the progress callback `advance(bytes, tensor)` in source bytes.
+pub struct BackboneWork<'a> {
+    pub store: &'a mut PartStore,
+    pub journal: &'a mut Journal,
+    pub dir: &'a Path,
+    pub budget: u64,
+    pub advance: &'a dyn Fn(u64, &str),
 }
 
 /// Quantizes every backbone linear of `backbone` layer by layer from block 0's inputs `input`
-/// ([`embed_records`]), appending the stored tensors to `store` and replacing each linear in
-/// the model by its quantized form as soon as it is done. The next layer's inputs get
-/// `budget` bytes of memory before spilling to `scratch_dir`. `advance(bytes, tensor)` reports
-/// progress in source bytes.
-#[allow(clippy::too_many_arguments)] // the calibration's inputs, scratch and outputs
+/// ([`embed_records`]), appending the stored tensors to the part store, replacing each linear
+/// in the model by its quantized form as soon as it is done, and committing the journal after
+/// each layer. A layer the journal already lists (a resumed conversion) is put back from the
+/// store instead, and only run forward for the next layer's inputs: bit for bit what the
+/// stopped run computed. Returns whether activations did not fit the budget and went to disk.
 pub fn quantize_backbone(
     backbone: &mut Backbone,
     recipe: &Recipe,
     set: &RecordSet,
     input: Activations,
-    store: &mut PartStore,
-    scratch_dir: &Path,
-    budget: u64,
-    advance: &dyn Fn(u64, &str),
-) -> Result<CalibrationOutcome> {
+    work: &mut BackboneWork,
+) -> Result<bool> {
     let hidden = backbone.hidden();
     let lens: Vec<usize> = set.records.iter().map(|r| r.ids.len()).collect();
     // two stores alternate: the current layer's inputs and the next one's
     let mut cur = input;
-    let mut next = Activations::new(&lens, hidden, budget, &scratch_dir.join("calib-b.tmp"))?;
+    let mut next = Activations::new(&lens, hidden, work.budget, &work.dir.join("calib-b.tmp"))?;
     let spilled = cur.spilled() || next.spilled();
-    let mut stats = Vec::new();
     let roles = recipe.roles().map_err(ConvertError::Invalid)?;
-    for li in 0..backbone.layers.len() {
-        for kinds in stages(&backbone.layers[li]) {
-            let first = LinearId::new(li, kinds[0]);
-            let dim = backbone
-                .linear(first)
-                .map(|l| l.cols)
-                .ok_or_else(|| missing_linear(first))?;
-            let h = run_layer(
-                backbone,
-                li,
-                &set.records,
-                &mut cur,
-                None,
-                Some((first, dim)),
-            )?
-            .ok_or_else(|| {
-                ConvertError::Calibration(format!("{}: no Hessian", first.tensor_prefix()))
-            })?;
-            for &kind in kinds {
+    let layers = backbone.layers.len();
+    let last = (0..layers)
+        .rev()
+        .find(|&li| !work.journal.is_done(&layer_unit(li)));
+    for li in 0..last.map_or(0, |l| l + 1) {
+        if work.journal.is_done(&layer_unit(li)) {
+            for &kind in stages(&backbone.layers[li]).iter().copied().flatten() {
                 let id = LinearId::new(li, kind);
                 let prefix = id.tensor_prefix();
-                let lin = backbone.linear_mut(id).ok_or_else(|| missing_linear(id))?;
-                let LinearWeight::Dense(t) = &lin.weight else {
-                    return Err(ConvertError::Invalid(format!(
-                        "{prefix}: the source is already quantized"
-                    )));
-                };
-                let w = t.to_f32()?;
-                let source_bytes = t.bytes().len() as u64;
                 let role = roles.of(&format!("{prefix}.weight"));
-                let q = quantize_linear(
-                    &prefix,
-                    &w,
-                    lin.rows,
-                    lin.cols,
-                    role,
-                    Some(&h),
-                    Method::Gptq,
-                    recipe,
-                )?;
-                for (tname, _, _, bytes) in q.tensors() {
-                    store.append(&tname, bytes)?;
-                }
+                let lin = backbone.linear_mut(id).ok_or_else(|| missing_linear(id))?;
+                let rank = adapter_rank(recipe.cloq_rank, lin.rows, lin.cols);
+                let store = &mut *work.store;
+                let q =
+                    QuantizedLinear::from_stored(&prefix, role, lin.rows, lin.cols, rank, |n| {
+                        store.read(n)
+                    })?;
                 *lin = q.to_linear()?;
-                stats.push(q.stats);
-                advance(source_bytes, &prefix);
             }
+        } else {
+            let stats = quantize_layer(backbone, li, &roles, recipe, set, &mut cur, work)?;
+            work.journal.linears.extend(stats);
+            work.journal.commit(work.dir, work.store, layer_unit(li))?;
         }
         // the next layer's inputs, through this layer fully quantized
-        run_layer(backbone, li, &set.records, &mut cur, Some(&mut next), None)?;
-        std::mem::swap(&mut cur, &mut next);
+        if Some(li) != last {
+            run_layer(backbone, li, &set.records, &mut cur, Some(&mut next), None)?;
+            std::mem::swap(&mut cur, &mut next);
+        }
         // The layer never runs again: drop its quantized copies (its bytes are in the part
         // store) so memory holds one layer's worth, and let the kernel reclaim the source pages.
         backbone.unload_layer(li);
     }
     cur.remove()?;
     next.remove()?;
-    Ok(CalibrationOutcome { stats, spilled })
+    Ok(spilled)
+}
+
+/// GPTQ + CLoQ of layer `li`'s linears, stage by stage, each stage's Hessian captured with the
+/// stages before it already quantized; returns the linears' report lines.
+fn quantize_layer(
+    backbone: &mut Backbone,
+    li: usize,
+    roles: &Roles,
+    recipe: &Recipe,
+    set: &RecordSet,
+    cur: &mut Activations,
+    work: &mut BackboneWork,
+) -> Result<Vec<LinearStats>> {
+    let mut stats = Vec::new();
+    for kinds in stages(&backbone.layers[li]) {
+        let first = LinearId::new(li, kinds[0]);
+        let dim = backbone
+            .linear(first)
+            .map(|l| l.cols)
+            .ok_or_else(|| missing_linear(first))?;
+        let h = run_layer(backbone, li, &set.records, cur, None, Some((first, dim)))?.ok_or_else(
+            || ConvertError::Calibration(format!("{}: no Hessian", first.tensor_prefix())),
+        )?;
+        for &kind in kinds {
+            let id = LinearId::new(li, kind);
+            let prefix = id.tensor_prefix();
+            let lin = backbone.linear_mut(id).ok_or_else(|| missing_linear(id))?;
+            let LinearWeight::Dense(t) = &lin.weight else {
+                return Err(ConvertError::Invalid(format!(
+                    "{prefix}: the source is already quantized"
+                )));
+            };
+            let w = t.to_f32()?;
+            let source_bytes = t.bytes().len() as u64;
+            let role = roles.of(&format!("{prefix}.weight"));
+            let q = quantize_linear(
+                &prefix,
+                &w,
+                lin.rows,
+                lin.cols,
+                role,
+                Some(&h),
+                Method::Gptq,
+                recipe,
+            )?;
+            for (tname, _, _, bytes) in q.tensors() {
+                work.store.append(&tname, bytes)?;
+            }
+            *lin = q.to_linear()?;
+            stats.push(q.stats);
+            (work.advance)(source_bytes, &prefix);
+        }
+    }
+    Ok(stats)
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 
 pub mod activations;
 pub mod calibrate;
+pub mod journal;
 pub mod mlx;
 pub mod parts;
 pub mod plan;
@@ -21,6 +22,7 @@ use crate::release::Release;
 use clef_engine::Engine;
 use clef_model::bundle::BundleWriter;
 use clef_model::checkpoint::writer::{write_safetensors, TensorSpec};
+use journal::Journal;
 use parts::PartStore;
 use plan::{PlannedTensor, Role, SizeBreakdown, SourceTensor};
 use quant::{quantize_linear, LinearStats};
@@ -56,6 +58,9 @@ pub struct TernaryOptions {
     pub show_progress: bool,
     /// Bytes of calibration activations kept in memory before spilling to disk.
     pub activation_budget: u64,
+    /// Continue the stopped conversion in the destination's partial folder (its journal),
+    /// and keep that folder if this run stops too ([`journal`]).
+    pub resume: bool,
 }
 
 impl TernaryOptions {
@@ -72,6 +77,7 @@ impl TernaryOptions {
             method: Method::Gptq,
             show_progress: false,
             activation_budget: 4 << 30,
+            resume: false,
         }
     }
 }
@@ -134,8 +140,22 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
     let meta = plan::metadata(opts.source_revision.as_deref(), &opts.recipe);
     let size = plan::size(&sources, &planned, &meta);
 
-    let writer = BundleWriter::create(&opts.to, opts.force)?;
-    let mut store = PartStore::create(&writer.dir().join("parts.tmp"))?;
+    let fingerprint = journal::fingerprint(opts)?;
+    let writer = BundleWriter::open(&opts.to, opts.force, opts.resume)?;
+    let dir = writer.dir().to_path_buf();
+    let parts_path = dir.join("parts.tmp");
+    // (without --resume the writer has emptied the partial folder: no journal)
+    let (mut store, mut journal) = match Journal::load(&dir)? {
+        Some(j) if j.fingerprint != fingerprint => {
+            return Err(ConvertError::Invalid(format!(
+                "{}: the stopped conversion there was made from another source or with other \
+                 settings; run without --resume to start over",
+                dir.display()
+            )))
+        }
+        Some(j) => (PartStore::resume(&parts_path, &j.store)?, j),
+        None => (PartStore::create(&parts_path)?, Journal::new(fingerprint)),
+    };
     let quantized_bytes: u64 = release
         .tensors
         .iter()
@@ -144,6 +164,16 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
         .sum();
     let progress = Progress::new(quantized_bytes, "ternary", opts.show_progress);
     let advance = |bytes: u64, current: &str| progress.advance(bytes, current);
+    let resumed: u64 = release
+        .tensors
+        .iter()
+        .filter(|t| journal.is_done(&unit_of(&t.name, roles.of(&t.name), opts.method)))
+        .map(|t| t.bytes().len() as u64)
+        .sum();
+    if !journal.done.is_empty() {
+        progress.stage("resuming");
+        advance(resumed, "finished before the stop");
+    }
 
     let mut report = TernaryReport {
         method: opts.method,
@@ -175,9 +205,21 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
                 .ok_or_else(|| {
                     ConvertError::Invalid("the release has no embedding table".into())
                 })?;
-            progress.stage("embedding table");
-            let (s, kept) = table::quantize_table(embed, &mut store, &advance, true)?;
-            report.tables.push((embed.name.clone(), s));
+            let unit = unit_of(&embed.name, Role::Affine4Table, opts.method);
+            let p = plan::prefix(&embed.name);
+            let kept = if journal.is_done(&unit) {
+                Some(table::TableBytes {
+                    codes: store.read(&clef_formats::affine4::codes_name(p))?,
+                    scales: store.read(&clef_formats::ternary::scales_name(p))?,
+                    biases: store.read(&clef_formats::affine4::biases_name(p))?,
+                })
+            } else {
+                progress.stage("embedding table");
+                let (s, kept) = table::quantize_table(embed, &mut store, &advance, true)?;
+                journal.tables.push((embed.name.clone(), s));
+                journal.commit(&dir, &mut store, unit)?;
+                kept
+            };
             if let Some(k) = kept {
                 let (rows, cols) = (embed.shape[0], embed.shape[1]);
                 let p = plan::prefix(&embed.name);
@@ -216,28 +258,34 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
             report.calib_rules = Some(opts.records.describe(&set));
             // the activation budget is shared by the two alternating stores
             let budget = opts.activation_budget / 2;
-            progress.stage("embedding calibration records");
-            let input =
-                calibrate::embed_records(&engine, &set, &opts.records, writer.dir(), budget)?;
-            progress.stage("GPTQ, layer by layer");
-            let outcome = calibrate::quantize_backbone(
-                &mut engine.model.backbone,
-                &opts.recipe,
-                &set,
-                input,
-                &mut store,
-                writer.dir(),
-                budget,
-                &advance,
-            )?;
-            report.linears = outcome.stats;
-            report.activations_spilled = outcome.spilled;
+            let layers = engine.model.backbone.layers.len();
+            // a resumed run whose layers are all done goes straight to the tables
+            if (0..layers).any(|li| !journal.is_done(&calibrate::layer_unit(li))) {
+                progress.stage("embedding calibration records");
+                let input = calibrate::embed_records(&engine, &set, &opts.records, &dir, budget)?;
+                progress.stage("GPTQ, layer by layer");
+                let mut work = calibrate::BackboneWork {
+                    store: &mut store,
+                    journal: &mut journal,
+                    dir: &dir,
+                    budget,
+                    advance: &advance,
+                };
+                report.activations_spilled = calibrate::quantize_backbone(
+                    &mut engine.model.backbone,
+                    &opts.recipe,
+                    &set,
+                    input,
+                    &mut work,
+                )?;
+            }
         }
         _ => {
             progress.stage("round-to-nearest");
             for t in &release.tensors {
                 let role = roles.of(&t.name);
-                if !role.has_adapter() {
+                let unit = unit_of(&t.name, role, opts.method);
+                if !role.has_adapter() || journal.is_done(&unit) {
                     continue;
                 }
                 let (rows, cols) = (t.shape[0], t.shape[1]);
@@ -255,22 +303,28 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
                 for (name, _, _, bytes) in q.tensors() {
                     store.append(&name, bytes)?;
                 }
-                report.linears.push(q.stats);
+                journal.linears.push(q.stats);
+                journal.commit(&dir, &mut store, unit)?;
                 t.release();
                 advance(t.bytes().len() as u64, &t.name);
             }
         }
     }
     for t in &release.tensors {
-        let done = store.contains(&clef_formats::affine4::codes_name(plan::prefix(&t.name)));
-        if roles.of(&t.name) == Role::Affine4Table && !done {
+        let role = roles.of(&t.name);
+        let unit = unit_of(&t.name, role, opts.method);
+        if role == Role::Affine4Table && !journal.is_done(&unit) {
             progress.stage("4-bit tables");
             let (s, _) = table::quantize_table(t, &mut store, &advance, false)?;
-            report.tables.push((t.name.clone(), s));
+            journal.tables.push((t.name.clone(), s));
+            journal.commit(&dir, &mut store, unit)?;
         }
     }
     progress.finish();
-    write_model(&release, &planned, &meta, store, writer.dir())?;
+    report.linears = journal.linears.clone();
+    report.tables = journal.tables.clone();
+    write_model(&release, &planned, &meta, store, &dir)?;
+    Journal::remove(&dir)?;
     release.copy_kept_files(&writer, &notice())?;
     writer.finish(
         FORMAT,
@@ -280,6 +334,23 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
     )?;
     report.seconds = t0.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// The unit of work (and of the journal) a quantized release tensor belongs to: its layer under
+/// GPTQ (a layer's linears are calibrated together), itself otherwise.
+fn unit_of(name: &str, role: Role, method: Method) -> String {
+    if role == Role::Affine4Table {
+        return format!("table:{name}");
+    }
+    let layer = name
+        .strip_prefix(plan::TEXT_PREFIX)
+        .and_then(|r| r.strip_prefix(".layers."))
+        .and_then(|r| r.split('.').next())
+        .and_then(|i| i.parse::<usize>().ok());
+    match (method, layer) {
+        (Method::Gptq, Some(li)) => calibrate::layer_unit(li),
+        _ => format!("linear:{}", plan::prefix(name)),
+    }
 }
 
 /// The bundle's NOTICE: what was modified, as the release's license asks.

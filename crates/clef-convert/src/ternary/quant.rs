@@ -12,7 +12,7 @@ use clef_quant::quantizer::rtn_quantize;
 use clef_quant::{QuantFormat, QuantizedMatrix};
 use half::bf16;
 use rayon::prelude::*;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
 /// How weights are rounded.
@@ -26,11 +26,12 @@ pub enum Method {
     Rtn,
 }
 
-/// What happened to one linear, for the conversion report.
-#[derive(Clone, Debug, Serialize)]
+/// What happened to one linear, for the conversion report (and the journal of a resumable
+/// conversion).
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LinearStats {
     pub name: String,
-    pub format: &'static str,
+    pub format: String,
     pub rows: usize,
     pub cols: usize,
     /// Damping that factorized (GPTQ).
@@ -153,7 +154,8 @@ pub fn quantize_linear(
             format: match format {
                 QuantFormat::Ternary => "ternary",
                 QuantFormat::Affine4 => "affine4",
-            },
+            }
+            .into(),
             rows,
             cols,
             damp,
@@ -275,6 +277,60 @@ impl QuantizedLinear {
             ));
         }
         v
+    }
+
+    /// A linear read back from its stored parts, `read(tensor name)` giving each part's bytes
+    /// (a resumed conversion puts its finished layers back into the model with this). The
+    /// report line is left empty: the journal keeps the original one.
+    pub fn from_stored(
+        prefix: &str,
+        role: Role,
+        rows: usize,
+        cols: usize,
+        rank: usize,
+        mut read: impl FnMut(&str) -> Result<Vec<u8>>,
+    ) -> Result<QuantizedLinear> {
+        let (format, codes, biases) = match role {
+            Role::Ternary => (
+                QuantFormat::Ternary,
+                read(&clef_formats::ternary::trits_name(prefix))?,
+                Vec::new(),
+            ),
+            Role::Affine4Linear => (
+                QuantFormat::Affine4,
+                read(&clef_formats::affine4::codes_name(prefix))?,
+                read(&clef_formats::affine4::biases_name(prefix))?,
+            ),
+            Role::Affine4Table | Role::Keep => {
+                return Err(ConvertError::Invalid(format!(
+                    "{prefix}: not a backbone linear"
+                )))
+            }
+        };
+        let scales = read(&clef_formats::ternary::scales_name(prefix))?;
+        let (a, b) = clef_formats::ternary::adapter_names(prefix);
+        let adapter = Some((rank, read(&a)?, read(&b)?));
+        Ok(QuantizedLinear {
+            prefix: prefix.to_string(),
+            format,
+            rows,
+            cols,
+            codes,
+            scales,
+            biases,
+            adapter,
+            stats: LinearStats {
+                name: prefix.to_string(),
+                format: String::new(),
+                rows,
+                cols,
+                damp: None,
+                gptq_loss: None,
+                rel_error: None,
+                rel_error_adapter: None,
+                seconds: 0.0,
+            },
+        })
     }
 
     /// The runtime layer over owned copies of the stored bytes (what the calibration runs
