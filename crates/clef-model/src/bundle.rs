@@ -497,7 +497,10 @@ mod tests {
             let w = BundleWriter::open(&dest, false, true).unwrap();
             assert_eq!(w.dir(), partial);
             std::fs::write(w.dir().join("journal"), b"1").unwrap();
-            let e = BundleWriter::create(&dest, false).err().unwrap().to_string();
+            let e = BundleWriter::create(&dest, false)
+                .err()
+                .unwrap()
+                .to_string();
             assert!(e.contains("another conversion"), "{e}");
         }
         assert_eq!(std::fs::read(partial.join("journal")).unwrap(), b"1");

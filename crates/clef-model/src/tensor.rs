@@ -175,6 +175,14 @@ impl Tensor {
         self.storage.release(self.offset, self.len);
     }
 
+    /// [`release`](Self::release) for `len` bytes from byte `from` of this tensor (clamped to
+    /// it): a converter streaming a table of gigabytes lets each block's pages go once read.
+    pub fn release_bytes(&self, from: usize, len: usize) {
+        let from = from.min(self.len);
+        self.storage
+            .release(self.offset + from, len.min(self.len - from));
+    }
+
     /// Widened copy, for small tensors only (norms, biases, gates, scalars).
     pub fn to_f32(&self) -> Result<Vec<f32>> {
         let b = self.bytes();

@@ -295,6 +295,11 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
             for (name, s) in &r.tables {
                 eprintln!("  {name}: 4-bit in {s:.1} s");
             }
+            // the quantization work itself (the rest of a GPTQ run is the calibration forward)
+            eprintln!(
+                "  linears: quantized in {:.1} s in all (GPTQ or rounding, adapters, error figures)",
+                r.linears.iter().map(|l| l.seconds).sum::<f64>()
+            );
             let errs: Vec<_> = r
                 .linears
                 .iter()

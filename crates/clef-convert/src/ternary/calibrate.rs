@@ -300,6 +300,10 @@ fn quantize_layer(
             };
             let w = t.to_f32()?;
             let source_bytes = t.bytes().len() as u64;
+            // The source is not read again (the linear is replaced below, and `unload_layer`
+            // can then no longer reach it): let its pages go, or every finished layer's
+            // weights stay resident (measured: +0.45 GB per Clef-Flash layer).
+            t.release();
             let role = roles.of(&format!("{prefix}.weight"));
             let q = quantize_linear(
                 &prefix,

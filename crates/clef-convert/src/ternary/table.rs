@@ -64,7 +64,11 @@ pub fn quantize_table(
             k.scales.extend_from_slice(&scales);
             k.biases.extend_from_slice(&biases);
         }
-        advance((n * cols * t.dtype.size()) as u64, &t.name);
+        // the block's source pages are not read again: without this the whole table (2 GB
+        // for Clef-Flash) stayed resident until the end
+        let block_bytes = n * cols * t.dtype.size();
+        t.release_bytes(r0 * cols * t.dtype.size(), block_bytes);
+        advance(block_bytes as u64, &t.name);
         r0 += n;
     }
     t.release();
