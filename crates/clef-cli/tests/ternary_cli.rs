@@ -127,22 +127,11 @@ fn convert_reads_the_records_clef_eval_reads() {
             .unwrap();
     assert_eq!(summary["records"]["evaluated"], 4, "{summary}");
 
-    let convert = |to: &str, extra: &[&str]| {
-        let to = root.path().join(to);
-        let mut args = vec![
-            "convert",
-            "--format",
-            "ternary",
-            "--from",
-            s(&tiny),
-            "--to",
-            s(&to),
-            "--calib",
-            s(&path),
-        ];
+    let convert = |name: &str, extra: &[&str]| {
+        let to = root.path().join(name);
+        let mut args = vec!["--calib", s(&path)];
         args.extend_from_slice(extra);
-        let o = clef(&args);
-        (o, to)
+        (convert_ternary(&tiny, &to, &args), to)
     };
     let (o, to) = convert("reference", &["--profile", "reference"]);
     assert!(o.status.success(), "{}", text(&o));
@@ -179,24 +168,13 @@ fn a_recipe_file_chooses_the_recipe() {
     let tiny = fixtures().join("models/tiny-a");
     let convert = |name: &str, recipe: Option<&str>| {
         let to = root.path().join(name);
-        let mut args = vec![
-            "convert".to_string(),
-            "--format".into(),
-            "ternary".into(),
-            "--method".into(),
-            "rtn".into(),
-            "--from".into(),
-            s(&tiny).into(),
-            "--to".into(),
-            s(&to).into(),
-        ];
+        let path = root.path().join(format!("{name}.json"));
+        let mut args = vec!["--method", "rtn"];
         if let Some(text) = recipe {
-            let path = root.path().join(format!("{name}.json"));
             std::fs::write(&path, text).unwrap();
-            args.extend(["--recipe".into(), s(&path).into()]);
+            args.extend(["--recipe", s(&path)]);
         }
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        (clef(&args), to)
+        (convert_ternary(&tiny, &to, &args), to)
     };
     let (o, _) = convert("typo", Some(r#"{"hi_names": "out_proj", "dmap": 0.02}"#));
     assert!(!o.status.success());
@@ -255,6 +233,25 @@ fn a_recipe_file_chooses_the_recipe() {
     ]);
     assert!(!o.status.success());
     assert!(text(&o).contains("--format ternary"), "{}", text(&o));
+}
+
+/// `clef convert --format ternary --from FROM --to TO EXTRA...`, run to completion.
+fn convert_ternary(
+    from: &std::path::Path,
+    to: &std::path::Path,
+    extra: &[&str],
+) -> std::process::Output {
+    let mut args = vec![
+        "convert",
+        "--format",
+        "ternary",
+        "--from",
+        s(from),
+        "--to",
+        s(to),
+    ];
+    args.extend_from_slice(extra);
+    clef(&args)
 }
 
 /// The JSON header of a safetensors file.

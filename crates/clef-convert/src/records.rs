@@ -46,14 +46,14 @@ impl RecordRules {
         }
     }
 
-    /// For the manifest's recipe.
-    pub fn describe(&self, set: &RecordSet) -> serde_json::Value {
+    /// For the manifest's recipe: these rules and how many records they left out.
+    pub fn describe(&self, skipped_invalid: usize, skipped_media: usize) -> serde_json::Value {
         serde_json::json!({
             "profile": self.profile.as_str(),
             "truncate": self.truncate,
             "skip_invalid": self.skip_invalid,
-            "skipped_invalid": set.skipped_invalid.len(),
-            "skipped_media": set.skipped_media.len(),
+            "skipped_invalid": skipped_invalid,
+            "skipped_media": skipped_media,
         })
     }
 }

@@ -167,7 +167,7 @@ fn unusable_records_stop_or_are_skipped_and_oversize_states_are_cut_on_request()
         "{:?}",
         set.skipped_invalid[2]
     );
-    let manifest = skip.describe(&set);
+    let manifest = skip.describe(set.skipped_invalid.len(), set.skipped_media.len());
     assert_eq!(manifest["skipped_invalid"], 3);
     assert_eq!(manifest["profile"], "workers");
 

@@ -92,9 +92,6 @@ pub struct TernaryReport {
     pub calib_skipped: Vec<String>,
     /// Unusable records left out under `--skip-invalid`.
     pub calib_invalid: Vec<SkippedRecord>,
-    /// How the records were read, for the manifest.
-    #[serde(skip)]
-    pub calib_rules: Option<serde_json::Value>,
     pub activations_spilled: bool,
     pub linears: Vec<LinearStats>,
     /// Seconds per 4-bit table (`embed_tokens`, `lm_head`).
@@ -181,7 +178,6 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
         calib_tokens: 0,
         calib_skipped: Vec::new(),
         calib_invalid: Vec::new(),
-        calib_rules: None,
         activations_spilled: false,
         linears: Vec::new(),
         tables: Vec::new(),
@@ -255,7 +251,6 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
             report.calib_tokens = set.tokens;
             report.calib_skipped = set.skipped_media.clone();
             report.calib_invalid = set.skipped_invalid.clone();
-            report.calib_rules = Some(opts.records.describe(&set));
             // the activation budget is shared by the two alternating stores
             let budget = opts.activation_budget / 2;
             let layers = engine.model.backbone.layers.len();
@@ -385,7 +380,10 @@ fn manifest_recipe(opts: &TernaryOptions, r: &TernaryReport) -> serde_json::Valu
         "embeddings": "rtn-mse",
         "calib_tokens": r.calib_tokens,
         "calib_skipped_media": r.calib_skipped.len(),
-        "calib_records": r.calib_rules,
+        "calib_records": gptq.then(|| {
+            opts.records
+                .describe(r.calib_invalid.len(), r.calib_skipped.len())
+        }),
     })
 }
 
