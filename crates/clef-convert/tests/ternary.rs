@@ -409,6 +409,41 @@ fn rtn_quick_mode_and_refusals() {
     assert!(e.contains("line 1"), "{e}");
 }
 
+/// Calibration activations spilled to the partial folder (a zero memory budget) give the same
+/// `model.safetensors` as activations kept in memory, and the report accounts for the layer
+/// passes: one per stage's capture (four per layer) and one per layer but the last for the next
+/// layer's inputs.
+#[test]
+fn spilled_activations_change_no_byte_and_passes_are_counted() {
+    let root = tempfile::tempdir().unwrap();
+    let calib = root.path().join("calib.jsonl");
+    std::fs::write(&calib, calibration_records(12)).unwrap();
+    let convert = |name: &str, budget: u64| {
+        let dest = root.path().join(name);
+        let mut opts = TernaryOptions::new(&fixture("tiny-a"), &dest);
+        opts.calib = Some(calib.clone());
+        opts.activation_budget = budget;
+        let report = convert_ternary(&opts).unwrap();
+        (
+            report,
+            std::fs::read(dest.join("model.safetensors")).unwrap(),
+        )
+    };
+    let (kept, kept_bytes) = convert("kept", u64::MAX);
+    let (spilled, spilled_bytes) = convert("spilled", 0);
+    assert!(!kept.activations_spilled && spilled.activations_spilled);
+    assert!(kept_bytes == spilled_bytes, "spilling changed the bundle");
+    let layers = Model::load(&fixture("tiny-a"))
+        .unwrap()
+        .backbone
+        .layers
+        .len();
+    for r in [&kept, &spilled] {
+        assert_eq!(r.calibration.layer_passes, 5 * layers - 1);
+        assert!(r.calibration.forward_seconds > 0.0 && r.calibration.hessian_seconds > 0.0);
+    }
+}
+
 /// `Linear::take` and `RowTable::take` recognise the stored formats by name and refuse
 /// incomplete or inconsistent ones with typed errors.
 #[test]

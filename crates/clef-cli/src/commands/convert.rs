@@ -112,8 +112,9 @@ pub struct ConvertArgs {
     /// leftovers are cleared.
     #[arg(long)]
     pub resume: bool,
-    /// Ternary: GiB of calibration activations kept in memory before spilling to disk.
-    #[arg(long, default_value_t = 4.0)]
+    /// Ternary: GiB of calibration activations kept in memory before spilling to disk (the
+    /// partial folder; spilling changes no byte and, measured, costs under 1% of the time).
+    #[arg(long, default_value_t = 0.25)]
     pub calib_memory_gib: f64,
 }
 
@@ -296,10 +297,23 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
                 eprintln!("  {name}: 4-bit in {s:.1} s");
             }
             // the quantization work itself (the rest of a GPTQ run is the calibration forward)
+            let linears: f64 = r.linears.iter().map(|l| l.seconds).sum();
             eprintln!(
-                "  linears: quantized in {:.1} s in all (GPTQ or rounding, adapters, error figures)",
-                r.linears.iter().map(|l| l.seconds).sum::<f64>()
+                "  linears: quantized in {linears:.1} s in all (GPTQ or rounding, adapters, error figures)"
             );
+            let c = &r.calibration;
+            if c.layer_passes > 0 {
+                let tables: f64 = r.tables.iter().map(|(_, s)| s).sum();
+                let work = c.hessian_seconds + linears + tables;
+                eprintln!(
+                    "  calibration: {} layer passes over the records in {:.1} s, Hessians {:.1} s; \
+                     quantization work (Hessians, linears, tables) {work:.1} s = {:.2}x the passes",
+                    c.layer_passes,
+                    c.forward_seconds,
+                    c.hessian_seconds,
+                    work / c.forward_seconds.max(1e-9)
+                );
+            }
             let errs: Vec<_> = r
                 .linears
                 .iter()

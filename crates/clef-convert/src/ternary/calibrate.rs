@@ -28,6 +28,7 @@ use clef_model::{Exact, ForwardObserver, LinearId, LinearKind};
 use clef_quant::gptq::{Hessian, HessianAccumulator};
 use clef_quant::QuantError;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 /// Rows per forward call (any value gives the same activations).
 const CHUNK_ROWS: usize = 256;
@@ -41,12 +42,17 @@ struct Sink {
     buf: Vec<f32>,
     rows: usize,
     error: Option<QuantError>,
+    /// Time spent in the Hessian products (the rest of the layer run is the forward pass).
+    spent: Duration,
 }
 
 impl Sink {
     fn flush(&mut self) {
         if self.rows > 0 {
-            if let Err(e) = self.acc.add_rows(&self.buf, self.rows) {
+            let t0 = Instant::now();
+            let added = self.acc.add_rows(&self.buf, self.rows);
+            self.spent += t0.elapsed();
+            if let Err(e) = added {
                 self.error.get_or_insert(e);
             }
             self.buf.clear();
@@ -67,6 +73,19 @@ impl ForwardObserver for Sink {
     }
 }
 
+/// Where a GPTQ calibration's time went besides the linears' own quantization: the layer runs
+/// over the records (the calibration forward passes, five per layer: one per stage's capture and
+/// one for the next layer's inputs) and the Hessian products accumulated during them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct CalibrationTimes {
+    /// Seconds in the layer runs, Hessian products excluded.
+    pub forward_seconds: f64,
+    /// Seconds in the Hessian products `XᵀX`.
+    pub hessian_seconds: f64,
+    /// Layer runs over all records.
+    pub layer_passes: usize,
+}
+
 /// Runs layer `li` over every record's rows; writes the outputs to `output` when given, and
 /// returns the Hessian of the input of linear `capture` (with its input width) when given.
 fn run_layer(
@@ -74,8 +93,29 @@ fn run_layer(
     li: usize,
     records: &[CalibrationRecord],
     input: &mut Activations,
+    output: Option<&mut Activations>,
+    capture: Option<(LinearId, usize)>,
+    times: &mut CalibrationTimes,
+) -> Result<Option<Hessian>> {
+    let t0 = Instant::now();
+    let mut spent = Duration::ZERO;
+    let run = run_layer_records(backbone, li, records, input, output, capture, &mut spent);
+    let hessians = spent.as_secs_f64();
+    times.hessian_seconds += hessians;
+    times.forward_seconds += (t0.elapsed().as_secs_f64() - hessians).max(0.0);
+    times.layer_passes += 1;
+    run
+}
+
+/// [`run_layer`]'s work; `spent` receives the time of the Hessian products.
+fn run_layer_records(
+    backbone: &Backbone,
+    li: usize,
+    records: &[CalibrationRecord],
+    input: &mut Activations,
     mut output: Option<&mut Activations>,
     capture: Option<(LinearId, usize)>,
+    spent: &mut Duration,
 ) -> Result<Option<Hessian>> {
     let mut sink = match capture {
         Some((target, dim)) => Some(Sink {
@@ -84,6 +124,7 @@ fn run_layer(
             buf: Vec::with_capacity(FLUSH_ROWS * dim),
             rows: 0,
             error: None,
+            spent: Duration::ZERO,
         }),
         None => None,
     };
@@ -118,6 +159,7 @@ fn run_layer(
         return Ok(None);
     };
     sink.flush();
+    *spent = sink.spent;
     if let Some(e) = sink.error {
         return Err(e.into());
     }
@@ -127,7 +169,10 @@ fn run_layer(
             sink.target.tensor_prefix()
         )));
     }
-    Ok(Some(sink.acc.finish()?))
+    let t0 = Instant::now();
+    let h = sink.acc.finish()?;
+    *spent += t0.elapsed();
+    Ok(Some(h))
 }
 
 /// Block 0's inputs (formats.md §6 step 2), with the engine's embedding table as it is now:
@@ -208,6 +253,8 @@ pub struct BackboneWork<'a> {
     pub dir: &'a Path,
     pub budget: u64,
     pub advance: &'a dyn Fn(u64, &str),
+    /// Accumulates the calibration passes' and Hessians' time.
+    pub times: CalibrationTimes,
 }
 
 /// Quantizes every backbone linear of `backbone` layer by layer from block 0's inputs `input`
@@ -256,7 +303,15 @@ pub fn quantize_backbone(
         }
         // the next layer's inputs, through this layer fully quantized
         if Some(li) != last {
-            run_layer(backbone, li, &set.records, &mut cur, Some(&mut next), None)?;
+            run_layer(
+                backbone,
+                li,
+                &set.records,
+                &mut cur,
+                Some(&mut next),
+                None,
+                &mut work.times,
+            )?;
             std::mem::swap(&mut cur, &mut next);
         }
         // The layer never runs again: drop its quantized copies (its bytes are in the part
@@ -286,9 +341,18 @@ fn quantize_layer(
             .linear(first)
             .map(|l| l.cols)
             .ok_or_else(|| missing_linear(first))?;
-        let h = run_layer(backbone, li, &set.records, cur, None, Some((first, dim)))?.ok_or_else(
-            || ConvertError::Calibration(format!("{}: no Hessian", first.tensor_prefix())),
-        )?;
+        let h = run_layer(
+            backbone,
+            li,
+            &set.records,
+            cur,
+            None,
+            Some((first, dim)),
+            &mut work.times,
+        )?
+        .ok_or_else(|| {
+            ConvertError::Calibration(format!("{}: no Hessian", first.tensor_prefix()))
+        })?;
         for &kind in kinds {
             let id = LinearId::new(li, kind);
             let prefix = id.tensor_prefix();
@@ -372,7 +436,17 @@ mod tests {
         let mut cur = embed_records(&engine, &set, &rules, root.path(), u64::MAX).unwrap();
         let mut next = Activations::new(&lens, hidden, u64::MAX, &root.path().join("b")).unwrap();
         for li in 0..backbone.layers.len() {
-            run_layer(backbone, li, &set.records, &mut cur, Some(&mut next), None).unwrap();
+            let mut times = CalibrationTimes::default();
+            run_layer(
+                backbone,
+                li,
+                &set.records,
+                &mut cur,
+                Some(&mut next),
+                None,
+                &mut times,
+            )
+            .unwrap();
             std::mem::swap(&mut cur, &mut next);
         }
         let mut scratch = Scratch::default();

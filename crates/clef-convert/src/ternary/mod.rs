@@ -56,7 +56,9 @@ pub struct TernaryOptions {
     pub records: RecordRules,
     pub method: Method,
     pub show_progress: bool,
-    /// Bytes of calibration activations kept in memory before spilling to disk.
+    /// Bytes of calibration activations kept in memory before spilling to disk (default
+    /// 256 MiB: the calibration's own peak is about 2.7 GiB on a Clef-Flash layer, and the
+    /// conversion stays within 3 GiB whatever the records; docs/quantization.md).
     pub activation_budget: u64,
     /// Continue the stopped conversion in the destination's partial folder (its journal),
     /// and keep that folder if this run stops too ([`journal`]).
@@ -76,7 +78,7 @@ impl TernaryOptions {
             records: RecordRules::default(),
             method: Method::Gptq,
             show_progress: false,
-            activation_budget: 4 << 30,
+            activation_budget: 256 << 20,
             resume: false,
         }
     }
@@ -96,6 +98,8 @@ pub struct TernaryReport {
     pub linears: Vec<LinearStats>,
     /// Seconds per 4-bit table (`embed_tokens`, `lm_head`).
     pub tables: Vec<(String, f64)>,
+    /// GPTQ: the calibration forward passes' and the Hessians' seconds (zero otherwise).
+    pub calibration: calibrate::CalibrationTimes,
     pub size: SizeBreakdown,
     pub seconds: f64,
 }
@@ -181,6 +185,7 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
         activations_spilled: false,
         linears: Vec::new(),
         tables: Vec::new(),
+        calibration: calibrate::CalibrationTimes::default(),
         size,
         seconds: 0.0,
     };
@@ -265,6 +270,7 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
                     dir: &dir,
                     budget,
                     advance: &advance,
+                    times: calibrate::CalibrationTimes::default(),
                 };
                 report.activations_spilled = calibrate::quantize_backbone(
                     &mut engine.model.backbone,
@@ -273,6 +279,7 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
                     input,
                     &mut work,
                 )?;
+                report.calibration = work.times;
             }
         }
         _ => {

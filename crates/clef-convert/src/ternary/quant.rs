@@ -180,14 +180,18 @@ fn weighted_errors(
     // bounded work: about 2^31 multiply-adds per linear
     let budget = (1usize << 31) / (cols * cols).max(1);
     let sample = rows.min(budget.clamp(4, 64));
-    let hs = h.as_slice();
+    // eᵀHe = Σ_i e_i (H_ii e_i + 2 Σ_{k<i} H_ik e_k), from the stored lower triangle
     let quad = |e: &[f64]| -> f64 {
         (0..cols)
             .into_par_iter()
             .map(|i| {
-                let row = &hs[i * cols..(i + 1) * cols];
-                let he: f64 = row.iter().zip(e).map(|(&a, &b)| f64::from(a) * b).sum();
-                e[i] * he
+                let row = h.lower_row(i);
+                let off: f64 = row[..i]
+                    .iter()
+                    .zip(e)
+                    .map(|(&a, &b)| f64::from(a) * b)
+                    .sum();
+                e[i] * (f64::from(row[i]) * e[i] + 2.0 * off)
             })
             .sum()
     };
