@@ -6,7 +6,7 @@ use super::recipe::Recipe;
 use crate::error::{ConvertError, Result};
 use clef_model::linear::{Linear, LowRank};
 use clef_model::tensor::{Dtype, Tensor};
-use clef_quant::cloq::{cloq_adapter, CloqAdapter, CloqOptions};
+use clef_quant::cloq::{cloq_adapter, CloqAdapter, CloqOptions, Weighting};
 use clef_quant::gptq::{gptq_quantize_with_stats, GptqOptions, Hessian};
 use clef_quant::quantizer::rtn_quantize;
 use clef_quant::{QuantFormat, QuantizedMatrix};
@@ -65,15 +65,6 @@ fn bf16_bytes(v: &[bf16]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
-/// The identity Hessian of quick mode (CLoQ then reduces to the plain SVD of W − Q).
-pub fn identity_hessian(dim: usize) -> Result<Hessian> {
-    let mut data = vec![0.0f32; dim * dim];
-    for i in 0..dim {
-        data[i * dim + i] = 1.0;
-    }
-    Ok(Hessian::from_dense(dim, data, 1)?)
-}
-
 /// Quantizes `w` (`[rows, cols]`, f32 row-major) of linear `prefix` with role `role` under
 /// `recipe` (damping, adapter rank). `h` is the calibration Hessian (required for GPTQ; with
 /// RTN it is only used for the adapter and defaults to the identity).
@@ -115,20 +106,21 @@ pub fn quantize_linear(
         (Method::Rtn, _) => (rtn_quantize(w, rows, cols, format, GROUP)?, None, None),
     };
     let adapter = if role.has_adapter() {
-        let identity;
-        let hess = match h {
-            Some(h) => h,
-            None => {
-                identity = identity_hessian(cols)?;
-                &identity
-            }
-        };
+        // without calibration the adapter's objective is unweighted (CLoQ is the plain SVD)
+        let weighting = h.map_or(Weighting::Identity, Weighting::Hessian);
         let opts = CloqOptions {
             rank: adapter_rank(recipe.cloq_rank, rows, cols),
             damp: damp.unwrap_or(recipe.damp),
             ..CloqOptions::default()
         };
-        Some(cloq_adapter(w, &q.dequantized, rows, cols, hess, &opts)?)
+        Some(cloq_adapter(
+            w,
+            &q.dequantized,
+            rows,
+            cols,
+            weighting,
+            &opts,
+        )?)
     } else {
         None
     };

@@ -9,5 +9,5 @@ pub mod adapter;
 pub mod rng;
 pub mod svd;
 
-pub use adapter::{cloq_adapter, cloq_factors, CloqAdapter, CloqFactors, CloqOptions};
+pub use adapter::{cloq_adapter, cloq_factors, CloqAdapter, CloqFactors, CloqOptions, Weighting};
 pub use svd::SvdMethod;

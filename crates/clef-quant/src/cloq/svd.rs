@@ -6,7 +6,8 @@
 
 use faer::linalg::matmul::matmul;
 use faer::linalg::matmul::triangular::{self, BlockStructure};
-use faer::{Accum, Mat, MatRef, Par};
+use faer::linalg::triangular_solve::solve_upper_triangular_in_place;
+use faer::{Accum, Mat, MatMut, MatRef, Par};
 
 use super::rng::SplitMix64;
 use crate::error::{QuantError, Result};
@@ -50,44 +51,104 @@ pub struct Triplets {
     pub v: Mat<f64>,
 }
 
-/// Lᵀ·X (L lower triangular, so Lᵀ is upper).
-fn lt_times(l: MatRef<'_, f64>, x: MatRef<'_, f64>, par: Par) -> Mat<f64> {
-    let mut out = Mat::<f64>::zeros(l.nrows(), x.ncols());
-    triangular::matmul(
-        out.as_mut(),
-        BlockStructure::Rectangular,
-        Accum::Replace,
-        l.transpose(),
-        BlockStructure::TriangularUpper,
-        x,
-        BlockStructure::Rectangular,
-        1.0,
-        par,
-    );
-    out
+/// The whitening factor L of the adapter's objective (RᵀR = H with R = Lᵀ).
+#[derive(Clone, Copy)]
+pub enum Factor<'a> {
+    /// The damped calibration Hessian's lower Cholesky factor.
+    Lower(MatRef<'a, f64>),
+    /// `value`·I of dimension `dim`: the damped identity's factor (no calibration). Applied
+    /// lane by lane: each entry of a product with the dense diagonal triangle is one rounded
+    /// product plus exact zeros, so these are the dense path's bits without its n² storage
+    /// and n³/3 factorization (test).
+    Scalar { value: f64, dim: usize },
+}
+
+impl Factor<'_> {
+    /// n, the inputs of the linear.
+    pub fn dim(&self) -> usize {
+        match self {
+            Factor::Lower(l) => l.nrows(),
+            Factor::Scalar { dim, .. } => *dim,
+        }
+    }
+
+    /// Lᵀ·X (L lower triangular, so Lᵀ is upper).
+    fn lt_times(&self, x: MatRef<'_, f64>, par: Par) -> Mat<f64> {
+        let Factor::Lower(l) = *self else {
+            return self.scaled(x);
+        };
+        let mut out = Mat::<f64>::zeros(l.nrows(), x.ncols());
+        triangular::matmul(
+            out.as_mut(),
+            BlockStructure::Rectangular,
+            Accum::Replace,
+            l.transpose(),
+            BlockStructure::TriangularUpper,
+            x,
+            BlockStructure::Rectangular,
+            1.0,
+            par,
+        );
+        out
+    }
+
+    /// L·Y.
+    fn l_times(&self, y: MatRef<'_, f64>, par: Par) -> Mat<f64> {
+        let Factor::Lower(l) = *self else {
+            return self.scaled(y);
+        };
+        let mut out = Mat::<f64>::zeros(l.nrows(), y.ncols());
+        triangular::matmul(
+            out.as_mut(),
+            BlockStructure::Rectangular,
+            Accum::Replace,
+            l,
+            BlockStructure::TriangularLower,
+            y,
+            BlockStructure::Rectangular,
+            1.0,
+            par,
+        );
+        out
+    }
+
+    /// X := (Lᵀ)⁻¹·X.
+    pub fn solve_lt_in_place(&self, x: MatMut<'_, f64>, par: Par) {
+        match *self {
+            Factor::Lower(l) => solve_upper_triangular_in_place(l.transpose(), x, par),
+            Factor::Scalar { value, .. } => {
+                // the library's solve multiplies by the diagonal's reciprocal (test)
+                let inverse = value.recip();
+                let mut x = x;
+                for j in 0..x.ncols() {
+                    for i in 0..x.nrows() {
+                        x[(i, j)] *= inverse;
+                    }
+                }
+            }
+        }
+    }
+
+    /// value·X for the scalar factor.
+    fn scaled(&self, x: MatRef<'_, f64>) -> Mat<f64> {
+        let value = match *self {
+            Factor::Scalar { value, .. } => value,
+            Factor::Lower(_) => unreachable!("only the scalar factor scales"),
+        };
+        Mat::from_fn(x.nrows(), x.ncols(), |i, j| value * x[(i, j)])
+    }
 }
 
 /// M·X = Lᵀ·(E·X).
-fn apply_m(l: MatRef<'_, f64>, e: MatRef<'_, f64>, x: MatRef<'_, f64>, par: Par) -> Mat<f64> {
+fn apply_m(l: Factor<'_>, e: MatRef<'_, f64>, x: MatRef<'_, f64>, par: Par) -> Mat<f64> {
     let mut ex = Mat::<f64>::zeros(e.nrows(), x.ncols());
     matmul(ex.as_mut(), Accum::Replace, e, x, 1.0, par);
-    lt_times(l, ex.as_ref(), par)
+    l.lt_times(ex.as_ref(), par)
 }
 
 /// Mᵀ·Y = Eᵀ·(L·Y).
-fn apply_mt(l: MatRef<'_, f64>, e: MatRef<'_, f64>, y: MatRef<'_, f64>, par: Par) -> Mat<f64> {
-    let mut ly = Mat::<f64>::zeros(l.nrows(), y.ncols());
-    triangular::matmul(
-        ly.as_mut(),
-        BlockStructure::Rectangular,
-        Accum::Replace,
-        l,
-        BlockStructure::TriangularLower,
-        y,
-        BlockStructure::Rectangular,
-        1.0,
-        par,
-    );
+fn apply_mt(l: Factor<'_>, e: MatRef<'_, f64>, y: MatRef<'_, f64>, par: Par) -> Mat<f64> {
+    let ly = l.l_times(y, par);
     let mut out = Mat::<f64>::zeros(e.ncols(), y.ncols());
     matmul(
         out.as_mut(),
@@ -106,7 +167,7 @@ fn orthonormal(y: &Mat<f64>) -> Mat<f64> {
 
 /// Top `r` singular triplets of M = Lᵀ·E (L [n, n] lower, E [n, m]).
 pub fn top_singular(
-    l: MatRef<'_, f64>,
+    l: Factor<'_>,
     e: MatRef<'_, f64>,
     r: usize,
     method: SvdMethod,
@@ -120,7 +181,7 @@ pub fn top_singular(
     };
     match method {
         SvdMethod::Exact | SvdMethod::Auto => {
-            let mm = lt_times(l, e, par);
+            let mm = l.lt_times(e, par);
             let svd = mm
                 .thin_svd()
                 .map_err(|_| QuantError::NoConvergence { what: "thin SVD" })?;

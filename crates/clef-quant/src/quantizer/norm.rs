@@ -16,80 +16,91 @@ pub fn round_small(x: f32) -> f32 {
 }
 
 /// 2^(j/5), j = 0..4: the fractional part of the power's exponent.
-pub(crate) const FIFTHS: [f32; 5] = [1.0, 1.148_698_4, 1.319_508, 1.515_716_6, 1.741_101_1];
+pub(crate) const FIFTHS: [f32; 5] = [1.0, 1.148_698_3, 1.319_508, 1.515_716_6, 1.741_101_1];
 
-/// [`FIFTHS`] padded with 1.0 to a register's `N` lanes, for the SIMD paths' lane-wise lookup
-/// (the index j is always ≤ 4).
-pub(crate) const fn fifths_padded<const N: usize>() -> [f32; N] {
+/// 1/cᵢ rounded to f32, cᵢ = 1 + (2i + 1)/16 the midpoint of the i-th eighth of [1, 2): the
+/// mantissa's top three bits pick i, and m·(1/cᵢ) − 1 is then within ±1/17.
+pub(crate) const RECIPROCALS: [f32; 8] = [
+    1.0 / 1.0625,
+    1.0 / 1.1875,
+    1.0 / 1.3125,
+    1.0 / 1.4375,
+    1.0 / 1.5625,
+    1.0 / 1.6875,
+    1.0 / 1.8125,
+    1.0 / 1.9375,
+];
+
+/// `RECIPROCALS[i]`^−2.4 rounded to f32 (f64 `powf` of the rounded reciprocal; test), so that
+/// m^2.4 = (m·RECIPROCALS[i])^2.4 · POWERS[i] holds exactly before rounding.
+pub(crate) const POWERS: [f32; 8] = [
+    1.156_616_7,
+    1.510_499_8,
+    1.920_606_3,
+    2.389_234_8,
+    2.918_556_5,
+    3.510_630_1,
+    4.167_42,
+    4.890_803,
+];
+
+/// Taylor coefficients of (1 + t)^2.4 to t⁴: binomial(2.4, k).
+pub(crate) const BINOMIALS: [f32; 4] = [2.4, 1.68, 0.224, -0.0336];
+
+/// A table padded with 1.0 to a register's `N` lanes, for the SIMD paths' lane-wise lookups
+/// (every index stays inside the table).
+pub(crate) const fn padded<const N: usize, const M: usize>(table: [f32; M]) -> [f32; N] {
     let mut t = [1.0f32; N];
     let mut i = 0;
-    while i < FIFTHS.len() {
-        t[i] = FIFTHS[i];
+    while i < M {
+        t[i] = table[i];
         i += 1;
     }
     t
 }
 
+/// 2^k as an f32 for −126 ≤ k ≤ 127, built from its exponent field.
+#[inline(always)]
+fn pow2(k: i32) -> f32 {
+    f32::from_bits(((k + 127) as u32) << 23)
+}
+
 /// |e|^2.4 for a finite e ≥ 0, relative error below 1e-6 wherever the result is a normal f32
 /// (e > 1.6e-16); smaller results flush to 0 (their share of any score is nil).
 ///
-/// With e = m·2^k (m folded into [√½, √2)): e^2.4 = 2^(12k/5) · m^2.4, and 12k/5 = q + j/5 with
-/// integers q, j, so the large part of the exponent is exact and only m^2.4 = exp(2.4·ln m),
-/// |2.4·ln m| ≤ 0.84, is approximated: ln m = 2·atanh(z), z = (m − 1)/(m + 1), |z| ≤ 0.172
-/// (series to z⁹, error 3e-8), exp by range reduction to |r| ≤ ln2/2 and a degree-7 Taylor
-/// polynomial (error 5e-9). No branches and no calls; the range search's SIMD paths
-/// (`score_avx2`, `score_avx512`) compute the same operations lane by lane.
+/// With e = m·2^k, m ∈ [1, 2): e^2.4 = 2^(12k/5) · m^2.4, and 12k/5 = q + j/5 with integers
+/// q, j, so the large part of the exponent is exact ([`FIFTHS`] holds 2^(j/5)). The mantissa's
+/// top three bits pick an eighth of [1, 2) with midpoint cᵢ: m^2.4 = (m/cᵢ)^2.4 · cᵢ^2.4 with
+/// |m/cᵢ − 1| ≤ 1/17, where the Taylor polynomial of (1 + t)^2.4 to t⁴ is within 8e-9; the
+/// roundings of the few products keep the total within 5e-7. No division, no branch and no
+/// call: the range search's SIMD paths (`score_avx2`, `score_avx512`) compute the same
+/// operations lane by lane, in this order, so every path gives the same bits.
 #[inline(always)]
 pub fn pow_norm(e: f32) -> f32 {
-    const SQRT2: f32 = std::f32::consts::SQRT_2;
-    const LN2: f32 = std::f32::consts::LN_2;
+    // below MIN_POSITIVE the result flushes anyway (e^2.4 < 2^-300); NaN becomes MIN_POSITIVE
     let x = e.max(f32::MIN_POSITIVE);
     let bits = x.to_bits();
     let m = f32::from_bits((bits & 0x007f_ffff) | 0x3f80_0000);
-    let big = m > SQRT2;
-    let m = if big { m * 0.5 } else { m };
-    // k + 130 ≥ 0 keeps the division unsigned; 12·130/5 = 312 is removed afterwards
-    let k_off = ((bits >> 23) + u32::from(big) + 3) * 12;
-    let q = (k_off / 5) as i32 - 312;
-    let j = k_off % 5;
-    let frac = if j == 0 {
-        FIFTHS[0]
-    } else if j == 1 {
-        FIFTHS[1]
-    } else if j == 2 {
-        FIFTHS[2]
-    } else if j == 3 {
-        FIFTHS[3]
-    } else {
-        FIFTHS[4]
-    };
-    let z = (m - 1.0) / (m + 1.0);
-    let z2 = z * z;
-    let ln_m =
-        2.0 * z * (1.0 + z2 * (1.0 / 3.0 + z2 * (1.0 / 5.0 + z2 * (1.0 / 7.0 + z2 * (1.0 / 9.0)))));
-    let y = 2.4 * ln_m;
-    // y ∈ [−0.84, 0.84]: n ∈ {−1, 0, 1}, r = y − n·ln2 ∈ [−ln2/2, ln2/2]
-    let n = if y > 0.5 * LN2 {
-        1.0
-    } else if y < -0.5 * LN2 {
-        -1.0
-    } else {
-        0.0
-    };
-    let r = y - n * LN2;
-    let p = 1.0
-        + r * (1.0
-            + r * (1.0 / 2.0
-                + r * (1.0 / 6.0
-                    + r * (1.0 / 24.0
-                        + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r * (1.0 / 5040.0)))))));
-    let total = q + n as i32;
-    // 2^total for total ≥ −126 by building the exponent; below that the result is not normal
-    let scale = f32::from_bits(((total.clamp(-126, 127) + 127) as u32) << 23);
-    if total < -126 || e < f32::MIN_POSITIVE {
+    let i = ((bits >> 20) & 7) as usize;
+    // exponent field E = k + 127 ∈ [1, 255]; (E + 3)·12 = 12(k + 130) keeps the division
+    // unsigned, and 12·130/5 = 312 is removed afterwards
+    let k_off = ((bits >> 23) + 3) * 12;
+    let fifth = k_off / 5;
+    let j = (k_off - 5 * fifth) as usize;
+    let q = fifth as i32 - 312;
+    let t = m * RECIPROCALS[i] - 1.0;
+    let [c1, c2, c3, c4] = BINOMIALS;
+    let poly = 1.0 + t * (c1 + t * (c2 + t * (c3 + t * c4)));
+    let v = poly * POWERS[i] * FIFTHS[j];
+    // v ∈ [1, 9.2): 2^q in two exact factors, each a normal f32, so that results down to the
+    // subnormals round once and overflow gives +∞
+    let q = q.clamp(-252, 254);
+    let qa = q >> 1;
+    let r = v * pow2(qa) * pow2(q - qa);
+    if r < f32::MIN_POSITIVE {
         0.0
     } else {
-        p * frac * scale
+        r
     }
 }
 
@@ -122,6 +133,47 @@ mod tests {
         assert_eq!(round_small(-0.5), 0.0);
         assert_eq!(round_small(-1.5), -2.0);
         assert_eq!(round_small(7.4999995), 7.0);
+    }
+
+    #[test]
+    fn tables_are_what_they_say() {
+        for (i, (&r, &p)) in RECIPROCALS.iter().zip(&POWERS).enumerate() {
+            let c = 1.0 + (2 * i + 1) as f64 / 16.0;
+            assert_eq!(r, (1.0 / c) as f32, "reciprocal {i}");
+            assert_eq!(p, f64::from(r).powf(-2.4) as f32, "power {i}");
+            // the eighth [1 + i/8, 1 + (i+1)/8) maps into |t| ≤ 1/17 (plus rounding)
+            for m in [1.0 + i as f64 / 8.0, 1.0 + (i + 1) as f64 / 8.0] {
+                assert!(
+                    (m * f64::from(r) - 1.0).abs() <= 1.0 / 17.0 + 1e-7,
+                    "{i} {m}"
+                );
+            }
+        }
+        for (j, &f) in FIFTHS.iter().enumerate() {
+            assert_eq!(f, 2f64.powf(j as f64 / 5.0) as f32, "fifth {j}");
+        }
+    }
+
+    /// One octave densely (every 7th mantissa): the polynomial's intervals and their edges.
+    #[test]
+    fn pow_is_accurate_across_an_octave() {
+        let mut worst = 0.0f64;
+        for mantissa in (0u32..1 << 23).step_by(7).chain([0x7f_ffff]) {
+            let e = f32::from_bits(0x3f80_0000 | mantissa);
+            worst = worst.max(rel_err(e));
+        }
+        assert!(worst < 1e-6, "{worst}");
+    }
+
+    #[test]
+    fn overflow_and_flush() {
+        assert_eq!(pow_norm(f32::MAX), f32::INFINITY);
+        assert_eq!(pow_norm(f32::INFINITY), f32::INFINITY);
+        assert_eq!(pow_norm(f32::NAN), 0.0);
+        assert_eq!(pow_norm(-0.0), 0.0);
+        // the smallest normal result and the largest flushed one
+        assert!(pow_norm(1.7e-16) >= f32::MIN_POSITIVE);
+        assert_eq!(pow_norm(1.5e-16), 0.0);
     }
 
     proptest! {

@@ -5,12 +5,12 @@
 
 use std::arch::x86_64::*;
 
-use super::norm::fifths_padded;
+use super::norm::{padded, BINOMIALS, POWERS, RECIPROCALS};
 use super::score::{lane_sum, looks_before, tail_sum, LANES};
 use super::GroupParams;
 
 /// `norm::FIFTHS`, padded to a register for the lane-wise lookup.
-const FIFTHS: [f32; 8] = fifths_padded();
+const FIFTHS: [f32; 8] = padded(super::norm::FIFTHS);
 
 /// Σ |Q(w) − w|^2.4 with the scalar path's lane order, looks and tail
 /// ([`super::score::score_below`]).
@@ -52,14 +52,17 @@ pub(super) fn lanes_of(acc: __m256) -> [f32; LANES] {
     lanes
 }
 
-/// |s·t − w| with t = [w/s > 0.5] − [w/s < −0.5] (`TernaryParams::trit`, `dequantize`).
+/// |s·t − w| with t = [w > s/2] − [w < −s/2] (`TernaryParams::trit`, `dequantize`).
 #[inline]
 #[target_feature(enable = "avx2")]
 fn ternary_error(s: __m256, w: __m256) -> __m256 {
     let one = _mm256_set1_ps(1.0);
-    let r = _mm256_div_ps(w, s);
-    let pos = _mm256_and_ps(_mm256_cmp_ps::<_CMP_GT_OQ>(r, _mm256_set1_ps(0.5)), one);
-    let neg = _mm256_and_ps(_mm256_cmp_ps::<_CMP_LT_OQ>(r, _mm256_set1_ps(-0.5)), one);
+    let half = _mm256_mul_ps(s, _mm256_set1_ps(0.5));
+    let pos = _mm256_and_ps(_mm256_cmp_ps::<_CMP_GT_OQ>(w, half), one);
+    let neg = _mm256_and_ps(
+        _mm256_cmp_ps::<_CMP_LT_OQ>(w, _mm256_sub_ps(_mm256_setzero_ps(), half)),
+        one,
+    );
     let t = _mm256_sub_ps(pos, neg);
     abs(_mm256_sub_ps(_mm256_mul_ps(s, t), w))
 }
@@ -93,87 +96,47 @@ fn abs(x: __m256) -> __m256 {
 #[inline]
 #[target_feature(enable = "avx2")]
 fn pow_norm(e: __m256) -> __m256 {
-    const SQRT2: f32 = std::f32::consts::SQRT_2;
-    const LN2: f32 = std::f32::consts::LN_2;
-    let min_pos = _mm256_set1_ps(f32::MIN_POSITIVE);
-    // f32::max(e, MIN_POSITIVE); e is never NaN here (finite weights and parameters)
+    let c = |v: f32| _mm256_set1_ps(v);
+    let ci = |v: i32| _mm256_set1_epi32(v);
+    let min_pos = c(f32::MIN_POSITIVE);
+    // f32::max(e, MIN_POSITIVE): maxps returns its second operand for a NaN, as f32::max does
     let x = _mm256_max_ps(e, min_pos);
     let bits = _mm256_castps_si256(x);
     let m = _mm256_castsi256_ps(_mm256_or_si256(
-        _mm256_and_si256(bits, _mm256_set1_epi32(0x007f_ffff)),
-        _mm256_set1_epi32(0x3f80_0000),
+        _mm256_and_si256(bits, ci(0x007f_ffff)),
+        ci(0x3f80_0000),
     ));
-    let big = _mm256_cmp_ps::<_CMP_GT_OQ>(m, _mm256_set1_ps(SQRT2));
-    let m = _mm256_blendv_ps(m, _mm256_mul_ps(m, _mm256_set1_ps(0.5)), big);
-    let big_i = _mm256_and_si256(_mm256_castps_si256(big), _mm256_set1_epi32(1));
+    let i = _mm256_and_si256(_mm256_srli_epi32::<20>(bits), ci(7));
     let k_off = _mm256_mullo_epi32(
-        _mm256_add_epi32(
-            _mm256_add_epi32(_mm256_srli_epi32::<23>(bits), big_i),
-            _mm256_set1_epi32(3),
-        ),
-        _mm256_set1_epi32(12),
+        _mm256_add_epi32(_mm256_srli_epi32::<23>(bits), ci(3)),
+        ci(12),
     );
-    // k_off ≤ (255 + 1 + 3)·12 = 3108: ⌊k_off·52429 / 2^18⌋ = ⌊k_off / 5⌋ there (unit test)
-    let fifth = _mm256_srli_epi32::<18>(_mm256_mullo_epi32(k_off, _mm256_set1_epi32(52_429)));
-    let q = _mm256_sub_epi32(fifth, _mm256_set1_epi32(312));
-    let j = _mm256_sub_epi32(k_off, _mm256_mullo_epi32(fifth, _mm256_set1_epi32(5)));
-    // SAFETY: FIFTHS holds 8 f32.
-    let table = unsafe { _mm256_loadu_ps(FIFTHS.as_ptr()) };
-    let frac = _mm256_permutevar8x32_ps(table, j);
-    let one = _mm256_set1_ps(1.0);
-    let z = _mm256_div_ps(_mm256_sub_ps(m, one), _mm256_add_ps(m, one));
-    let z2 = _mm256_mul_ps(z, z);
-    let c = |v: f32| _mm256_set1_ps(v);
-    let series = _mm256_add_ps(
-        one,
-        _mm256_mul_ps(
-            z2,
-            _mm256_add_ps(
-                c(1.0 / 3.0),
-                _mm256_mul_ps(
-                    z2,
-                    _mm256_add_ps(
-                        c(1.0 / 5.0),
-                        _mm256_mul_ps(
-                            z2,
-                            _mm256_add_ps(c(1.0 / 7.0), _mm256_mul_ps(z2, c(1.0 / 9.0))),
-                        ),
-                    ),
-                ),
-            ),
-        ),
-    );
-    let ln_m = _mm256_mul_ps(_mm256_mul_ps(c(2.0), z), series);
-    let y = _mm256_mul_ps(c(2.4), ln_m);
-    let up = _mm256_cmp_ps::<_CMP_GT_OQ>(y, c(0.5 * LN2));
-    let down = _mm256_cmp_ps::<_CMP_LT_OQ>(y, c(-0.5 * LN2));
-    let n = _mm256_blendv_ps(
-        _mm256_blendv_ps(_mm256_setzero_ps(), c(-1.0), down),
-        one,
-        up,
-    );
-    let r = _mm256_sub_ps(y, _mm256_mul_ps(n, c(LN2)));
-    // 1 + r(1 + r(1/2 + r(1/6 + r(1/24 + r(1/120 + r(1/720 + r/5040))))))
-    let mut p = c(1.0 / 5040.0);
-    for k in [720.0f32, 120.0, 24.0, 6.0, 2.0, 1.0] {
-        p = _mm256_add_ps(c(1.0 / k), _mm256_mul_ps(r, p));
+    // k_off ≤ (255 + 3)·12 = 3096: ⌊k_off·52429 / 2^18⌋ = ⌊k_off / 5⌋ there (unit test)
+    let fifth = _mm256_srli_epi32::<18>(_mm256_mullo_epi32(k_off, ci(52_429)));
+    let j = _mm256_sub_epi32(k_off, _mm256_mullo_epi32(fifth, ci(5)));
+    let q = _mm256_sub_epi32(fifth, ci(312));
+    // SAFETY: each table holds 8 f32.
+    let (recip, power, frac) = unsafe {
+        (
+            _mm256_permutevar8x32_ps(_mm256_loadu_ps(RECIPROCALS.as_ptr()), i),
+            _mm256_permutevar8x32_ps(_mm256_loadu_ps(POWERS.as_ptr()), i),
+            _mm256_permutevar8x32_ps(_mm256_loadu_ps(FIFTHS.as_ptr()), j),
+        )
+    };
+    let t = _mm256_sub_ps(_mm256_mul_ps(m, recip), c(1.0));
+    let [c1, c2, c3, c4] = BINOMIALS;
+    let mut poly = c(c4);
+    for k in [c3, c2, c1, 1.0] {
+        poly = _mm256_add_ps(c(k), _mm256_mul_ps(t, poly));
     }
-    let p = _mm256_add_ps(one, _mm256_mul_ps(r, p));
-    let total = _mm256_add_epi32(q, _mm256_cvttps_epi32(n));
-    let clamped = _mm256_min_epi32(
-        _mm256_max_epi32(total, _mm256_set1_epi32(-126)),
-        _mm256_set1_epi32(127),
-    );
-    let scale = _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(
-        clamped,
-        _mm256_set1_epi32(127),
-    )));
-    let result = _mm256_mul_ps(_mm256_mul_ps(p, frac), scale);
-    let too_small = _mm256_or_ps(
-        _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(-126), total)),
-        _mm256_cmp_ps::<_CMP_LT_OQ>(e, min_pos),
-    );
-    _mm256_andnot_ps(too_small, result)
+    let v = _mm256_mul_ps(_mm256_mul_ps(poly, power), frac);
+    let q = _mm256_min_epi32(_mm256_max_epi32(q, ci(-252)), ci(254));
+    let qa = _mm256_srai_epi32::<1>(q);
+    let qb = _mm256_sub_epi32(q, qa);
+    let pow2 =
+        |k: __m256i| _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(k, ci(127))));
+    let r = _mm256_mul_ps(_mm256_mul_ps(v, pow2(qa)), pow2(qb));
+    _mm256_and_ps(r, _mm256_cmp_ps::<_CMP_GE_OQ>(r, min_pos))
 }
 
 #[cfg(test)]
@@ -181,7 +144,7 @@ mod tests {
     /// The division by 5 through a multiply and a shift, over every value `pow_norm` forms.
     #[test]
     fn fifth_by_multiply_is_exact_in_range() {
-        for k in 0u32..=3108 {
+        for k in 0u32..=3096 {
             assert_eq!((k * 52_429) >> 18, k / 5, "{k}");
         }
     }

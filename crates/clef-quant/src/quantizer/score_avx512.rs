@@ -6,13 +6,15 @@
 
 use std::arch::x86_64::*;
 
-use super::norm::fifths_padded;
+use super::norm::{padded, BINOMIALS};
 use super::score::{lane_sum, looks_before, tail_sum, LANES};
 use super::score_avx2::lanes_of;
 use super::GroupParams;
 
-/// `norm::FIFTHS`, padded to a register for the lane-wise lookup.
-const FIFTHS: [f32; 16] = fifths_padded();
+/// `norm`'s tables, padded to a register for the lane-wise lookups.
+const FIFTHS: [f32; 16] = padded(super::norm::FIFTHS);
+const RECIPROCALS: [f32; 16] = padded(super::norm::RECIPROCALS);
+const POWERS: [f32; 16] = padded(super::norm::POWERS);
 
 /// The per-weight error of one group's parameters, sixteen lanes at a time.
 #[derive(Clone, Copy)]
@@ -84,13 +86,10 @@ fn error(q: Quantizer, w: __m512) -> __m512 {
     match q {
         Quantizer::Ternary { s } => {
             let one = _mm512_set1_ps(1.0);
-            let r = _mm512_div_ps(w, s);
-            let pos = _mm512_maskz_mov_ps(
-                _mm512_cmp_ps_mask::<_CMP_GT_OQ>(r, _mm512_set1_ps(0.5)),
-                one,
-            );
+            let half = _mm512_mul_ps(s, _mm512_set1_ps(0.5));
+            let pos = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask::<_CMP_GT_OQ>(w, half), one);
             let neg = _mm512_maskz_mov_ps(
-                _mm512_cmp_ps_mask::<_CMP_LT_OQ>(r, _mm512_set1_ps(-0.5)),
+                _mm512_cmp_ps_mask::<_CMP_LT_OQ>(w, _mm512_sub_ps(_mm512_setzero_ps(), half)),
                 one,
             );
             let t = _mm512_sub_ps(pos, neg);
@@ -119,65 +118,45 @@ fn error(q: Quantizer, w: __m512) -> __m512 {
 #[inline]
 #[target_feature(enable = "avx512f")]
 fn pow_norm(e: __m512) -> __m512 {
-    const SQRT2: f32 = std::f32::consts::SQRT_2;
-    const LN2: f32 = std::f32::consts::LN_2;
     let c = |v: f32| _mm512_set1_ps(v);
     let ci = |v: i32| _mm512_set1_epi32(v);
     let min_pos = c(f32::MIN_POSITIVE);
-    // f32::max(e, MIN_POSITIVE); e is never NaN here (finite weights and parameters)
+    // f32::max(e, MIN_POSITIVE): maxps returns its second operand for a NaN, as f32::max does
     let x = _mm512_max_ps(e, min_pos);
     let bits = _mm512_castps_si512(x);
     let m = _mm512_castsi512_ps(_mm512_or_si512(
         _mm512_and_si512(bits, ci(0x007f_ffff)),
         ci(0x3f80_0000),
     ));
-    let big = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(m, c(SQRT2));
-    let m = _mm512_mask_blend_ps(big, m, _mm512_mul_ps(m, c(0.5)));
-    let big_i = _mm512_maskz_mov_epi32(big, ci(1));
+    let i = _mm512_and_si512(_mm512_srli_epi32::<20>(bits), ci(7));
     let k_off = _mm512_mullo_epi32(
-        _mm512_add_epi32(
-            _mm512_add_epi32(_mm512_srli_epi32::<23>(bits), big_i),
-            ci(3),
-        ),
+        _mm512_add_epi32(_mm512_srli_epi32::<23>(bits), ci(3)),
         ci(12),
     );
-    // k_off ≤ 3108: ⌊k_off·52429 / 2^18⌋ = ⌊k_off / 5⌋ there (tested in score_avx2)
+    // k_off ≤ 3096: ⌊k_off·52429 / 2^18⌋ = ⌊k_off / 5⌋ there (tested in score_avx2)
     let fifth = _mm512_srli_epi32::<18>(_mm512_mullo_epi32(k_off, ci(52_429)));
-    let q = _mm512_sub_epi32(fifth, ci(312));
     let j = _mm512_sub_epi32(k_off, _mm512_mullo_epi32(fifth, ci(5)));
-    // SAFETY: FIFTHS holds 16 f32.
-    let table = unsafe { _mm512_loadu_ps(FIFTHS.as_ptr()) };
-    let frac = _mm512_permutexvar_ps(j, table);
-    let one = c(1.0);
-    let z = _mm512_div_ps(_mm512_sub_ps(m, one), _mm512_add_ps(m, one));
-    let z2 = _mm512_mul_ps(z, z);
-    // 1 + z²(1/3 + z²(1/5 + z²(1/7 + z²/9)))
-    let mut series = c(1.0 / 9.0);
-    for k in [7.0f32, 5.0, 3.0] {
-        series = _mm512_add_ps(c(1.0 / k), _mm512_mul_ps(z2, series));
+    let q = _mm512_sub_epi32(fifth, ci(312));
+    // SAFETY: each table holds 16 f32.
+    let (recip, power, frac) = unsafe {
+        (
+            _mm512_permutexvar_ps(i, _mm512_loadu_ps(RECIPROCALS.as_ptr())),
+            _mm512_permutexvar_ps(i, _mm512_loadu_ps(POWERS.as_ptr())),
+            _mm512_permutexvar_ps(j, _mm512_loadu_ps(FIFTHS.as_ptr())),
+        )
+    };
+    let t = _mm512_sub_ps(_mm512_mul_ps(m, recip), c(1.0));
+    let [c1, c2, c3, c4] = BINOMIALS;
+    let mut poly = c(c4);
+    for k in [c3, c2, c1, 1.0] {
+        poly = _mm512_add_ps(c(k), _mm512_mul_ps(t, poly));
     }
-    let series = _mm512_add_ps(one, _mm512_mul_ps(z2, series));
-    let ln_m = _mm512_mul_ps(_mm512_mul_ps(c(2.0), z), series);
-    let y = _mm512_mul_ps(c(2.4), ln_m);
-    let up = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(y, c(0.5 * LN2));
-    let down = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(y, c(-0.5 * LN2));
-    let n = _mm512_mask_blend_ps(
-        up,
-        _mm512_mask_blend_ps(down, _mm512_setzero_ps(), c(-1.0)),
-        one,
-    );
-    let r = _mm512_sub_ps(y, _mm512_mul_ps(n, c(LN2)));
-    // 1 + r(1 + r(1/2 + r(1/6 + r(1/24 + r(1/120 + r(1/720 + r/5040))))))
-    let mut p = c(1.0 / 5040.0);
-    for k in [720.0f32, 120.0, 24.0, 6.0, 2.0, 1.0] {
-        p = _mm512_add_ps(c(1.0 / k), _mm512_mul_ps(r, p));
-    }
-    let p = _mm512_add_ps(one, _mm512_mul_ps(r, p));
-    let total = _mm512_add_epi32(q, _mm512_cvttps_epi32(n));
-    let clamped = _mm512_min_epi32(_mm512_max_epi32(total, ci(-126)), ci(127));
-    let scale = _mm512_castsi512_ps(_mm512_slli_epi32::<23>(_mm512_add_epi32(clamped, ci(127))));
-    let result = _mm512_mul_ps(_mm512_mul_ps(p, frac), scale);
-    let too_small =
-        _mm512_cmpgt_epi32_mask(ci(-126), total) | _mm512_cmp_ps_mask::<_CMP_LT_OQ>(e, min_pos);
-    _mm512_maskz_mov_ps(!too_small, result)
+    let v = _mm512_mul_ps(_mm512_mul_ps(poly, power), frac);
+    let q = _mm512_min_epi32(_mm512_max_epi32(q, ci(-252)), ci(254));
+    let qa = _mm512_srai_epi32::<1>(q);
+    let qb = _mm512_sub_epi32(q, qa);
+    let pow2 =
+        |k: __m512i| _mm512_castsi512_ps(_mm512_slli_epi32::<23>(_mm512_add_epi32(k, ci(127))));
+    let r = _mm512_mul_ps(_mm512_mul_ps(v, pow2(qa)), pow2(qb));
+    _mm512_maskz_mov_ps(_mm512_cmp_ps_mask::<_CMP_GE_OQ>(r, min_pos), r)
 }

@@ -23,13 +23,18 @@ impl TernaryParams {
     }
 
     /// Trit of `w`: `clamp(round(w/s), −1, 1)` with round half to even (as torch.round), i.e.
-    /// ±1 exactly when |w/s| > 0.5. A zero scale (all-zero group) gives 0.
+    /// ±1 exactly when |w/s| > 0.5 after the division's rounding. A zero scale (all-zero
+    /// group) gives 0 for w = 0 and the sign of w otherwise, as w/0 does.
+    ///
+    /// Compared without the division: for f32 w and s ≥ 0, fl(w/s) > 0.5 ⟺ w > s/2 (s/2 is
+    /// exact for every BF16 s). If w > s/2 then w ≥ s/2 + u with u the spacing of f32 at s/2,
+    /// and u/s > 2^-25, so w/s lies beyond the midpoint between 0.5 and the next f32 above it
+    /// and rounds above 0.5; if w ≤ s/2 then w/s ≤ 0.5 and so is its rounding. The same by
+    /// symmetry below −0.5 (tests over every BF16 scale at the thresholds).
     #[inline]
     pub fn trit(&self, w: f32) -> i8 {
-        let r = w / self.scale.to_f32();
-        // comparisons instead of a rounding call keep the search loop vectorizable; NaN (0/0)
-        // fails both and gives 0
-        i8::from(r > 0.5) - i8::from(r < -0.5)
+        let half = self.scale.to_f32() * 0.5;
+        i8::from(w > half) - i8::from(w < -half)
     }
 
     /// Runtime reconstruction s·t (exact in f32).
@@ -51,6 +56,32 @@ mod tests {
             let p = TernaryParams { scale: bf16::from_f32(s) };
             let r = w / p.scale.to_f32();
             prop_assert_eq!(p.trit(w), r.round_ties_even().clamp(-1.0, 1.0) as i8);
+        }
+    }
+
+    /// The division-free form against `w/s` at and around both thresholds, for every finite
+    /// non-negative BF16 scale.
+    #[test]
+    fn trit_matches_the_division_at_every_threshold() {
+        let by_division = |w: f32, s: f32| {
+            let r = w / s;
+            i8::from(r > 0.5) - i8::from(r < -0.5)
+        };
+        for bits in 0u16..0x7f80 {
+            let p = TernaryParams {
+                scale: bf16::from_bits(bits),
+            };
+            let s = p.scale.to_f32();
+            for h in [s * 0.5, -(s * 0.5), s, -s, 0.0, -0.0] {
+                for d in -3i32..=3 {
+                    let w = if h == 0.0 {
+                        f32::from_bits(d.unsigned_abs()) * if d < 0 { -1.0 } else { 1.0 }
+                    } else {
+                        f32::from_bits(h.to_bits().wrapping_add_signed(d))
+                    };
+                    assert_eq!(p.trit(w), by_division(w, s), "s {s:e} w {w:e}");
+                }
+            }
         }
     }
 
