@@ -9,6 +9,8 @@
 //! choices, and the converted bytes, do not depend on the machine. The path is the kernels'
 //! instruction-set choice ([`Isa::detect`], lowered by `CLEF_ISA`).
 
+use std::sync::OnceLock;
+
 use clef_kernels::Isa;
 
 use super::norm::pow_norm;
@@ -43,23 +45,35 @@ pub(crate) fn lane_sum(lanes: &[f32; LANES]) -> f64 {
 /// is above `bound` too, and a caller that rejects any score above `bound` decides exactly as
 /// it would with the whole sum. The search's bad candidates (a far-shrunk range) stop halfway.
 pub(crate) fn score_below(group: &[f32], params: &GroupParams, bound: f64) -> Option<f64> {
-    score_with(Isa::detect(), group, params, bound)
+    // the path is chosen once: the search calls this up to 80 times per group of 64 weights,
+    // and the checks cost 2% of a conversion when they ran per call
+    static PATH: OnceLock<ScoreFn> = OnceLock::new();
+    PATH.get_or_init(|| path(Isa::detect()))(group, params, bound)
 }
 
+/// A score path: the group, its parameters and the bound ([`score_below`]).
+type ScoreFn = fn(&[f32], &GroupParams, f64) -> Option<f64>;
+
 /// [`score_below`] on the path of `isa` (the scalar twin where the CPU lacks it).
+#[cfg(test)]
 pub(crate) fn score_with(isa: Isa, group: &[f32], params: &GroupParams, bound: f64) -> Option<f64> {
+    path(isa)(group, params, bound)
+}
+
+/// The path of `isa`, or the scalar twin where the CPU lacks it.
+fn path(isa: Isa) -> ScoreFn {
     match isa {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: AVX-512F is available (checked in the guard).
-        Isa::Avx512 if isa.is_available() => unsafe {
-            super::score_avx512::score(group, params, bound)
-        },
+        // SAFETY: AVX-512F is available (checked in the guard before the path is handed out).
+        Isa::Avx512 if isa.is_available() => {
+            |g, p, b| unsafe { super::score_avx512::score(g, p, b) }
+        }
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: AVX2 is available (checked in the guard).
-        Isa::Avx2 | Isa::Avx512 if Isa::Avx2.is_available() => unsafe {
-            super::score_avx2::score(group, params, bound)
-        },
-        _ => score_scalar(group, params, bound),
+        // SAFETY: AVX2 is available (checked in the guard before the path is handed out).
+        Isa::Avx2 | Isa::Avx512 if Isa::Avx2.is_available() => {
+            |g, p, b| unsafe { super::score_avx2::score(g, p, b) }
+        }
+        _ => score_scalar,
     }
 }
 
