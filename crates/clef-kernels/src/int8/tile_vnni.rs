@@ -3,7 +3,9 @@
 //! saturation. Activations are packed as `qx + 128` (unsigned); each group's accumulator starts
 //! at `−128 · Σ qw`, which makes the sum exactly `Σ qw · qx`.
 
-/// AVX-512 VNNI, 12 × 32 (24 zmm accumulators).
+/// AVX-512 VNNI, 12 × 32 (24 zmm accumulators). The loads are written for any `MR × NV` with
+/// `MR · NV` ≤ 24; 6 × 64 and 8 × 48 were tried on a Zen 4 core and were not measurably faster
+/// through that machine's run-to-run noise (docs/performance.md, "Integer matrix products").
 pub(super) mod zmm {
     use crate::int8::tile::{TileArgs, KC, STEPS};
     use crate::int8::GROUP;
@@ -27,10 +29,8 @@ pub(super) mod zmm {
             let mut xp = t.x.add(g * STEPS * MP * 4);
             let mut wp = t.w.add(g * GROUP);
             for _ in 0..STEPS {
-                let xv = [
-                    _mm512_loadu_si512(xp.cast()),
-                    _mm512_loadu_si512(xp.add(64).cast()),
-                ];
+                let xv: [__m512i; NV] =
+                    std::array::from_fn(|v| _mm512_loadu_si512(xp.add(64 * v).cast()));
                 for (a, row) in acc.iter_mut().enumerate() {
                     let wb = _mm512_set1_epi32(wp.add(a * KC).cast::<i32>().read_unaligned());
                     for (r, &x) in row.iter_mut().zip(&xv) {
