@@ -3,16 +3,19 @@
 //! saturation. Activations are packed as `qx + 128` (unsigned); each group's accumulator starts
 //! at `−128 · Σ qw`, which makes the sum exactly `Σ qw · qx`.
 
-/// AVX-512 VNNI, 12 × 32 (24 zmm accumulators). The loads are written for any `MR × NV` with
-/// `MR · NV` ≤ 24; 6 × 64 and 8 × 48 were tried on a Zen 4 core and were not measurably faster
-/// through that machine's run-to-run noise (docs/performance.md, "Integer matrix products").
+/// AVX-512 VNNI, 6 × 64 (24 zmm accumulators): per step 4 activation loads and 6 weight
+/// broadcasts feed 24 `vpdpbusd`, and each group's float epilogue broadcasts 6 weight scales
+/// (and offsets) rather than 12. Against the f32 tile's 12 × 32 shape on a Zen 4 core, one
+/// thread, alternating runs: 4-bit products 1.11-1.39×, ternary 1.01-1.06×, q8 1.00-1.05×
+/// (docs/performance.md, "Integer matrix products"). The activation panel is 64 rows, so a
+/// product of fewer rows pads up to 64.
 pub(super) mod zmm {
     use crate::int8::tile::{TileArgs, KC, STEPS};
     use crate::int8::GROUP;
     use std::arch::x86_64::*;
 
-    pub(crate) const MR: usize = 12;
-    const NV: usize = 2;
+    pub(crate) const MR: usize = 6;
+    const NV: usize = 4;
     pub(crate) const MP: usize = 16 * NV;
 
     /// # Safety
