@@ -166,7 +166,7 @@ pub fn cloq_factors<'a>(
             dense = damped_cholesky(h, opts.damp)?;
             (Factor::Lower(dense.l.as_ref()), dense.damp)
         }
-        Weighting::Identity => (identity_factor(cols, opts.damp)?, opts.damp),
+        Weighting::Identity => (identity_factor(opts.damp)?, opts.damp),
     };
     // (W − Ŵ) row-major [out, in] is E = (W − Ŵ)ᵀ column-major [in, out].
     let diff: Vec<f64> = w
@@ -207,10 +207,9 @@ pub fn cloq_factors<'a>(
 /// [`damped_cholesky`] of the one-input identity: the factorization finds every diagonal entry
 /// of the n-input identity the same way (its rounding is the library's, not `f64::sqrt`'s; test
 /// at several n).
-fn identity_factor(dim: usize, damp: f64) -> Result<Factor<'static>> {
+fn identity_factor(damp: f64) -> Result<Factor<'static>> {
     let one = Hessian::from_dense(1, vec![1.0], 1)?;
-    let value = damped_cholesky(&one, damp)?.l.get(0, 0);
-    Ok(Factor::Scalar { value, dim })
+    Ok(Factor::Scalar(damped_cholesky(&one, damp)?.l.get(0, 0)))
 }
 
 /// [`cloq_factors`] rounded to the stored BF16 adapter.

@@ -56,55 +56,45 @@ pub struct Triplets {
 pub enum Factor<'a> {
     /// The damped calibration Hessian's lower Cholesky factor.
     Lower(MatRef<'a, f64>),
-    /// `value`·I of dimension `dim`: the damped identity's factor (no calibration). Applied
-    /// lane by lane: each entry of a product with the dense diagonal triangle is one rounded
-    /// product plus exact zeros, so these are the dense path's bits without its n² storage
-    /// and n³/3 factorization (test).
-    Scalar { value: f64, dim: usize },
+    /// `value`·I: the damped identity's factor (no calibration). Applied lane by lane: each
+    /// entry of a product with the dense diagonal triangle is one rounded product plus exact
+    /// zeros, so these are the dense path's bits without its n² storage and n³/3
+    /// factorization (test).
+    Scalar(f64),
 }
 
 impl Factor<'_> {
-    /// n, the inputs of the linear.
-    pub fn dim(&self) -> usize {
-        match self {
-            Factor::Lower(l) => l.nrows(),
-            Factor::Scalar { dim, .. } => *dim,
-        }
-    }
-
     /// Lᵀ·X (L lower triangular, so Lᵀ is upper).
     fn lt_times(&self, x: MatRef<'_, f64>, par: Par) -> Mat<f64> {
-        let Factor::Lower(l) = *self else {
-            return self.scaled(x);
+        self.times(true, x, par)
+    }
+
+    /// L·Y.
+    fn l_times(&self, y: MatRef<'_, f64>, par: Par) -> Mat<f64> {
+        self.times(false, y, par)
+    }
+
+    /// Lᵀ·X when `transposed`, otherwise L·X.
+    fn times(&self, transposed: bool, x: MatRef<'_, f64>, par: Par) -> Mat<f64> {
+        let l = match *self {
+            Factor::Lower(l) => l,
+            Factor::Scalar(value) => {
+                return Mat::from_fn(x.nrows(), x.ncols(), |i, j| value * x[(i, j)])
+            }
+        };
+        let (lhs, structure) = if transposed {
+            (l.transpose(), BlockStructure::TriangularUpper)
+        } else {
+            (l, BlockStructure::TriangularLower)
         };
         let mut out = Mat::<f64>::zeros(l.nrows(), x.ncols());
         triangular::matmul(
             out.as_mut(),
             BlockStructure::Rectangular,
             Accum::Replace,
-            l.transpose(),
-            BlockStructure::TriangularUpper,
+            lhs,
+            structure,
             x,
-            BlockStructure::Rectangular,
-            1.0,
-            par,
-        );
-        out
-    }
-
-    /// L·Y.
-    fn l_times(&self, y: MatRef<'_, f64>, par: Par) -> Mat<f64> {
-        let Factor::Lower(l) = *self else {
-            return self.scaled(y);
-        };
-        let mut out = Mat::<f64>::zeros(l.nrows(), y.ncols());
-        triangular::matmul(
-            out.as_mut(),
-            BlockStructure::Rectangular,
-            Accum::Replace,
-            l,
-            BlockStructure::TriangularLower,
-            y,
             BlockStructure::Rectangular,
             1.0,
             par,
@@ -116,7 +106,7 @@ impl Factor<'_> {
     pub fn solve_lt_in_place(&self, x: MatMut<'_, f64>, par: Par) {
         match *self {
             Factor::Lower(l) => solve_upper_triangular_in_place(l.transpose(), x, par),
-            Factor::Scalar { value, .. } => {
+            Factor::Scalar(value) => {
                 // the library's solve multiplies by the diagonal's reciprocal (test)
                 let inverse = value.recip();
                 let mut x = x;
@@ -127,15 +117,6 @@ impl Factor<'_> {
                 }
             }
         }
-    }
-
-    /// value·X for the scalar factor.
-    fn scaled(&self, x: MatRef<'_, f64>) -> Mat<f64> {
-        let value = match *self {
-            Factor::Scalar { value, .. } => value,
-            Factor::Lower(_) => unreachable!("only the scalar factor scales"),
-        };
-        Mat::from_fn(x.nrows(), x.ncols(), |i, j| value * x[(i, j)])
     }
 }
 
