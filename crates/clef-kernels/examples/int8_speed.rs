@@ -8,7 +8,9 @@ use clef_kernels::formats::affine4::{self, Affine4View};
 use clef_kernels::formats::lowrank::LowRankF32;
 use clef_kernels::formats::q8::Q8View;
 use clef_kernels::formats::ternary::{self, TernaryView};
-use clef_kernels::int8::{matmul_int8_with_isa, Int8Isa, TernaryPlanes};
+use clef_kernels::int8::{
+    matmul_int8_adapted_with_isa, matmul_int8_with_isa, Int8Isa, TernaryPlanes,
+};
 use clef_kernels::{matmul_with_isa, Isa, WeightData, WeightView};
 use std::time::Instant;
 
@@ -110,14 +112,21 @@ fn main() {
             }
             let run = |w: &dyn Fn(&mut [f32])| best_of(3, || w(&mut y.clone()));
             let it = run(&|y| matmul_int8_with_isa(i8isa, &x, m, &tp, y).unwrap());
+            let ifused =
+                run(&|y| matmul_int8_adapted_with_isa(i8isa, &x, m, &tp, &adapter, y).unwrap());
+            let isep = run(&|y| {
+                matmul_int8_with_isa(i8isa, &x, m, &tp, y).unwrap();
+                adapter.apply(&x, m, y);
+            });
             let ia = run(&|y| matmul_int8_with_isa(i8isa, &x, m, &a, y).unwrap());
             let iq = run(&|y| matmul_int8_with_isa(i8isa, &x, m, &q, y).unwrap());
             println!(
-                "m={m} int8 {}: ternary {:.1} G-ops/s ({:.2}x f32; the adapter adds {:.0}%), affine4 {:.1} ({:.2}x), q8 {:.1} ({:.2}x)",
+                "m={m} int8 {}: ternary {:.1} G-ops/s ({:.2}x f32; the adapter adds {:.0}% as a pass after it, {:.0}% fused), affine4 {:.1} ({:.2}x), q8 {:.1} ({:.2}x)",
                 i8isa.name(),
                 flops / it / 1e9,
                 ft / it,
-                100.0 * lr / it,
+                100.0 * (isep / it - 1.0),
+                100.0 * (ifused / it - 1.0),
                 flops / ia / 1e9,
                 fa / ia,
                 flops / iq / 1e9,

@@ -1,13 +1,16 @@
 //! The integer matrix product: every tile against the scalar reference twin bit for bit (on
 //! ternary, 4-bit and q8 weights, any shape, any thread count), the SIMD quantizer against its
-//! scalar twin, and the product's accuracy against the f32 product of the same weights.
+//! scalar twin, the fused low-rank adapter against the product followed by the adapter's own
+//! scalar pass, and the product's accuracy against the f32 product of the same weights.
 
 use clef_kernels::formats::affine4::{self, Affine4View};
+use clef_kernels::formats::lowrank::LowRankF32;
 use clef_kernels::formats::q8::{self, Q8View};
 use clef_kernels::formats::ternary::{self, TernaryView};
 use clef_kernels::int8::{
-    matmul_int8, matmul_int8_reference, matmul_int8_with_isa, quantize_rows_scalar,
-    quantize_rows_with_isa, Int8Isa, Int8Weights, QuantizedRows, TernaryPlanes, GROUP,
+    matmul_int8, matmul_int8_adapted, matmul_int8_adapted_with_isa, matmul_int8_reference,
+    matmul_int8_with_isa, quantize_rows_scalar, quantize_rows_with_isa, Int8Isa, Int8Weights,
+    QuantizedRows, TernaryPlanes, GROUP,
 };
 use clef_kernels::{matmul_scalar, Isa, PanelDecode, WeightView};
 use proptest::prelude::*;
@@ -139,6 +142,43 @@ fn check_tiles<W: Int8Weights>(w: &W, x: &[f32], m: usize) -> Result<(), TestCas
     Ok(())
 }
 
+/// A random rank-`r` adapter for a `rows × cols` weight.
+fn adapter(rng: &mut StdRng, r: usize, rows: usize, cols: usize) -> LowRankF32 {
+    let a: Vec<f32> = (0..r * cols).map(|_| rng.random_range(-0.1..0.1)).collect();
+    let b: Vec<f32> = (0..rows * r).map(|_| rng.random_range(-0.1..0.1)).collect();
+    LowRankF32::from_f32(r, rows, cols, a, &b).unwrap()
+}
+
+/// The fused adapter, on every tile and the dispatcher, on 1 and 3 threads, against the
+/// reference product followed by the adapter's scalar pass: the same bits.
+fn check_adapted<W: Int8Weights>(
+    w: &W,
+    lr: &LowRankF32,
+    x: &[f32],
+    m: usize,
+) -> Result<(), TestCaseError> {
+    let rows = w.rows();
+    let mut want = vec![0.0f32; m * rows];
+    matmul_int8_reference(x, m, w, &mut want);
+    lr.apply_scalar(x, m, &mut want);
+    for threads in [1, 3] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        for isa in Int8Isa::available() {
+            let mut got = vec![f32::NAN; m * rows];
+            pool.install(|| matmul_int8_adapted_with_isa(isa, x, m, w, lr, &mut got))
+                .unwrap();
+            prop_assert!(same_bits(&got, &want), "{:?} on {} threads", isa, threads);
+        }
+        let mut got = vec![f32::NAN; m * rows];
+        pool.install(|| matmul_int8_adapted(x, m, w, lr, &mut got));
+        prop_assert!(same_bits(&got, &want), "dispatcher on {} threads", threads);
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(40))]
 
@@ -170,6 +210,24 @@ proptest! {
         let w = Affine::random(&mut rng, rows, cols);
         let x = activations(&mut rng, m, cols);
         check_tiles(&w.view(rows, cols), &x, m)?;
+    }
+
+    #[test]
+    fn fused_adapters_match_the_separate_pass(
+        seed in any::<u64>(), m in 1usize..80, rows in 1usize..40, cols in 1usize..700,
+        r in 1usize..20, affine in any::<bool>(),
+    ) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let x = activations(&mut rng, m, cols);
+        let lr = adapter(&mut rng, r, rows, cols);
+        if affine {
+            let w = Affine::random(&mut rng, rows, cols);
+            check_adapted(&w.view(rows, cols), &lr, &x, m)?;
+        } else {
+            let w = Ternary::random(&mut rng, rows, cols);
+            let planes = TernaryPlanes::from_view(&w.view(rows, cols));
+            check_adapted(&planes.with_scales(w.view(rows, cols)), &lr, &x, m)?;
+        }
     }
 
     #[test]
@@ -249,6 +307,28 @@ fn int8_product_is_close_to_the_f32_product() {
     matmul_int8(&x, m, &q.view(rows, cols), &mut got);
     check(q.view(rows, cols).dequantize(), got);
 }
+/// Several passes of activation rows (more than one pass's 512), a rank past the vector
+/// paths' stack buffer, and a zero-depth weight: still the separate pass's bits.
+#[test]
+fn fused_adapters_across_passes_and_ranks() {
+    let mut rng = StdRng::seed_from_u64(11);
+    let (rows, cols) = (13, 200);
+    let x = activations(&mut rng, 1100, cols);
+    let w = Ternary::random(&mut rng, rows, cols);
+    for (m, r) in [(1100, 16), (70, 65)] {
+        let lr = adapter(&mut rng, r, rows, cols);
+        check_adapted(&w.view(rows, cols), &lr, &x[..m * cols], m).unwrap();
+    }
+    let empty = Ternary {
+        trits: vec![],
+        scales: vec![],
+    };
+    let lr = LowRankF32::from_f32(2, 3, 0, vec![], &[0.5; 6]).unwrap();
+    let mut y = vec![f32::NAN; 6];
+    matmul_int8_adapted(&[], 2, &empty.view(3, 0), &lr, &mut y);
+    assert!(y.iter().all(|&v| v == 0.0));
+}
+
 #[test]
 fn zero_depth_and_empty_products() {
     let t = Ternary {

@@ -13,7 +13,7 @@ use clef_kernels::formats::lowrank::{LowRankF32, WithAdapter};
 use clef_kernels::formats::lut6::{widen_f16_tables, Lut6View};
 use clef_kernels::formats::q8::Q8View;
 use clef_kernels::formats::ternary::TernaryView;
-use clef_kernels::int8::{matmul_int8, TernaryPlanes};
+use clef_kernels::int8::{matmul_int8, matmul_int8_adapted, TernaryPlanes};
 use clef_kernels::{matmul, matmul_panels, Isa, PanelDecode};
 use std::cell::RefCell;
 use std::sync::OnceLock;
@@ -267,7 +267,8 @@ impl LinearWeight {
     }
 
     /// `y = x · Wᵀ` through int8 activations ([`clef_kernels::int8`]) for integer weights, plus
-    /// the f32 adapter term `B (A x)` after it; weights without codes run exact.
+    /// the f32 adapter term `B (A x)` (added to each block of outputs inside the product, the
+    /// same bits as a pass after it); weights without codes run exact.
     fn matmul_int8(&self, x: &[f32], m: usize, y: &mut [f32]) -> Result<()> {
         match self {
             LinearWeight::Ternary(w) => {
@@ -279,16 +280,17 @@ impl LinearWeight {
                     w.trits.release();
                     planes
                 });
-                matmul_int8(x, m, &planes.with_scales(view), y);
-                if let Some(a) = &w.adapter {
-                    a.kernel.apply(x, m, y);
+                let planes = planes.with_scales(view);
+                match &w.adapter {
+                    Some(a) => matmul_int8_adapted(x, m, &planes, &a.kernel, y),
+                    None => matmul_int8(x, m, &planes, y),
                 }
             }
             LinearWeight::Affine4(w) => {
                 let view = affine4_view(&w.codes, &w.scales, &w.biases, w.rows, w.cols)?;
-                matmul_int8(x, m, &view, y);
-                if let Some(a) = &w.adapter {
-                    a.kernel.apply(x, m, y);
+                match &w.adapter {
+                    Some(a) => matmul_int8_adapted(x, m, &view, &a.kernel, y),
+                    None => matmul_int8(x, m, &view, y),
                 }
             }
             LinearWeight::Q8(w) => {

@@ -26,6 +26,9 @@ const COL_BLOCK: usize = 1024;
 const ROW_BLOCK: usize = 256;
 /// Rows of x per parallel work item.
 const ROWS_PER_TASK: usize = 8;
+/// Largest rank whose B row the vector paths of [`LowRankF32::expand_transposed`] hold on the
+/// stack (clef-ternary-v1 adapters have rank 16; larger ranks take the portable loop).
+const MAX_RANK: usize = 64;
 
 /// A rank-r adapter in f32: A `[r, cols]` and Bᵀ `[r, rows]`.
 #[derive(Debug, Clone)]
@@ -196,6 +199,73 @@ impl LowRankF32 {
         y.par_chunks_mut(ROWS_PER_TASK * rows)
             .zip(t.par_chunks(ROWS_PER_TASK * r))
             .for_each(|(yc, tc)| expand_with(isa, tc, &self.bt, r, rows, yc));
+    }
+
+    /// Output rows (the weight's rows) and input columns.
+    pub fn shape(&self) -> (usize, usize) {
+        (self.rows, self.cols)
+    }
+
+    /// The adapter term of outputs held output row by output row, as the integer product's
+    /// blocks hold them before storing: `c[a·ldc + i] += Σ_k tt[k·ldt + i] · B[o0 + a, k]` for
+    /// `a < nr`, `i < ni`, with `tt` = `tᵀ` (`[rank, ldt]`, from [`LowRankF32::project`]). Per
+    /// output the same fused multiply-adds in the same order as [`LowRankF32::apply`], so the
+    /// same bits, without a pass over the stored product.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn expand_transposed(
+        &self,
+        isa: Isa,
+        tt: &[f32],
+        ldt: usize,
+        o0: usize,
+        nr: usize,
+        ni: usize,
+        c: &mut [f32],
+        ldc: usize,
+    ) {
+        let r = self.rank;
+        if nr == 0 || ni == 0 || r == 0 {
+            return;
+        }
+        // the bounds every path relies on (the vector paths read and write through pointers)
+        assert!(o0 + nr <= self.rows && ni <= ldt && ni <= ldc);
+        assert!(tt.len() >= (r - 1) * ldt + ni && c.len() >= (nr - 1) * ldc + ni);
+        let b = |a: usize| -> [f32; MAX_RANK] {
+            let mut b = [0.0; MAX_RANK];
+            for (k, v) in b.iter_mut().enumerate().take(r) {
+                *v = self.b_at(o0 + a, k);
+            }
+            b
+        };
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: AVX-512F, AVX2 and FMA checked in the guard; extents asserted above.
+            Isa::Avx512
+                if r <= MAX_RANK && Isa::Avx512.is_available() && Isa::Avx2.is_available() =>
+            unsafe {
+                for a in 0..nr {
+                    x86::expand_row_avx512(tt, ldt, &b(a)[..r], &mut c[a * ldc..a * ldc + ni]);
+                }
+            },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: AVX2 and FMA checked in the guard; extents asserted above.
+            Isa::Avx2 | Isa::Avx512 if r <= MAX_RANK && Isa::Avx2.is_available() => unsafe {
+                for a in 0..nr {
+                    x86::expand_row_avx2(tt, ldt, &b(a)[..r], &mut c[a * ldc..a * ldc + ni]);
+                }
+            },
+            _ => {
+                for a in 0..nr {
+                    let row = &mut c[a * ldc..a * ldc + ni];
+                    for k in 0..r {
+                        let bk = self.b_at(o0 + a, k);
+                        for (v, &t) in row.iter_mut().zip(&tt[k * ldt..k * ldt + ni]) {
+                            *v = t.mul_add(bk, *v);
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// B's value at (output row `o`, adapter index `k`).
@@ -523,6 +593,81 @@ mod x86 {
                 }
             }
             ob = oe;
+        }
+    }
+
+    /// One output row of [`super::LowRankF32::expand_transposed`]: `c[i] += Σ_k tt[k·ldt + i] ·
+    /// b[k]`, four 16-lane pieces at a time, then one, then lane by lane, k in order.
+    ///
+    /// # Safety
+    /// AVX-512F and FMA; `tt` holds `b.len()` rows of stride `ldt` with at least `c.len()`
+    /// values each.
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub(super) unsafe fn expand_row_avx512(tt: &[f32], ldt: usize, b: &[f32], c: &mut [f32]) {
+        let (tp, cp, ni) = (tt.as_ptr(), c.as_mut_ptr(), c.len());
+        let mut i = 0;
+        while i + 4 * LANES <= ni {
+            let mut acc: [__m512; 4] =
+                std::array::from_fn(|q| _mm512_loadu_ps(cp.add(i + q * LANES)));
+            for (k, &bk) in b.iter().enumerate() {
+                let bv = _mm512_set1_ps(bk);
+                for (q, a) in acc.iter_mut().enumerate() {
+                    *a = _mm512_fmadd_ps(_mm512_loadu_ps(tp.add(k * ldt + i + q * LANES)), bv, *a);
+                }
+            }
+            for (q, a) in acc.iter().enumerate() {
+                _mm512_storeu_ps(cp.add(i + q * LANES), *a);
+            }
+            i += 4 * LANES;
+        }
+        while i + LANES <= ni {
+            let mut a = _mm512_loadu_ps(cp.add(i));
+            for (k, &bk) in b.iter().enumerate() {
+                a = _mm512_fmadd_ps(_mm512_loadu_ps(tp.add(k * ldt + i)), _mm512_set1_ps(bk), a);
+            }
+            _mm512_storeu_ps(cp.add(i), a);
+            i += LANES;
+        }
+        for (j, v) in c[i..ni].iter_mut().enumerate() {
+            for (k, &bk) in b.iter().enumerate() {
+                *v = tt[k * ldt + i + j].mul_add(bk, *v);
+            }
+        }
+    }
+
+    /// [`expand_row_avx512`] with 8-lane registers.
+    ///
+    /// # Safety
+    /// AVX2 and FMA; extents as [`expand_row_avx512`].
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn expand_row_avx2(tt: &[f32], ldt: usize, b: &[f32], c: &mut [f32]) {
+        let (tp, cp, ni) = (tt.as_ptr(), c.as_mut_ptr(), c.len());
+        let mut i = 0;
+        while i + 32 <= ni {
+            let mut acc: [__m256; 4] = std::array::from_fn(|q| _mm256_loadu_ps(cp.add(i + q * 8)));
+            for (k, &bk) in b.iter().enumerate() {
+                let bv = _mm256_set1_ps(bk);
+                for (q, a) in acc.iter_mut().enumerate() {
+                    *a = _mm256_fmadd_ps(_mm256_loadu_ps(tp.add(k * ldt + i + q * 8)), bv, *a);
+                }
+            }
+            for (q, a) in acc.iter().enumerate() {
+                _mm256_storeu_ps(cp.add(i + q * 8), *a);
+            }
+            i += 32;
+        }
+        while i + 8 <= ni {
+            let mut a = _mm256_loadu_ps(cp.add(i));
+            for (k, &bk) in b.iter().enumerate() {
+                a = _mm256_fmadd_ps(_mm256_loadu_ps(tp.add(k * ldt + i)), _mm256_set1_ps(bk), a);
+            }
+            _mm256_storeu_ps(cp.add(i), a);
+            i += 8;
+        }
+        for (j, v) in c[i..ni].iter_mut().enumerate() {
+            for (k, &bk) in b.iter().enumerate() {
+                *v = tt[k * ldt + i + j].mul_add(bk, *v);
+            }
         }
     }
 

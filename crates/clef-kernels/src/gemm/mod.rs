@@ -9,6 +9,7 @@
 
 pub(crate) mod small;
 pub(crate) mod tile;
+pub(crate) mod transpose;
 pub(crate) mod weights;
 
 #[cfg(target_arch = "x86_64")]

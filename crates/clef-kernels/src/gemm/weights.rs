@@ -8,6 +8,7 @@
 //! each output element is one FMA chain over k in order, so the result does not depend on the
 //! thread count.
 
+use super::transpose::transpose;
 use super::{TileKernel, KC};
 use crate::scratch;
 use crate::weights::PanelDecode;
@@ -136,11 +137,7 @@ fn pass<W: PanelDecode + ?Sized>(
                 }
                 // Transpose to [mc × nr] while the tile is still in cache, so that the scatter
                 // below copies contiguous runs.
-                for a in 0..nr {
-                    for (i, &v) in ct[a * mpad..a * mpad + mc].iter().enumerate() {
-                        out[i * nr + a] = v;
-                    }
-                }
+                transpose(kernel.isa, ct, mpad, nr, mc, out, nr);
             });
         });
     scratch::give(xp);

@@ -32,7 +32,10 @@ mod tile_avx2;
 #[cfg(target_arch = "x86_64")]
 mod tile_vnni;
 
-pub use gemm::{matmul_int8, matmul_int8_reference, matmul_int8_with_isa};
+pub use gemm::{
+    matmul_int8, matmul_int8_adapted, matmul_int8_adapted_with_isa, matmul_int8_reference,
+    matmul_int8_with_isa,
+};
 pub use isa::Int8Isa;
 pub use planes::{TernaryInt8, TernaryPlanes};
 pub use quantize::{quantize_rows, quantize_rows_scalar, quantize_rows_with_isa, QuantizedRows};
