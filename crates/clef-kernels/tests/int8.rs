@@ -90,8 +90,8 @@ struct Q8 {
 }
 
 impl Q8 {
-    /// Codes anywhere in −127..=127 (the full range, so the AVX2 sign trick's widest pair sums
-    /// occur), FP16 scales.
+    /// Codes anywhere in −127..=127 (the full range, so the widest pair sums occur), FP16
+    /// scales.
     fn random(rng: &mut StdRng, rows: usize, cols: usize) -> Q8 {
         Q8 {
             codes: (0..rows * cols)

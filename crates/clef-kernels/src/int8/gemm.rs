@@ -150,6 +150,8 @@ struct PassAdapter<'a> {
 #[derive(Default)]
 struct BlockScratch {
     codes: Vec<i8>,
+    /// The codes widened to 16 bits, for wide tiles.
+    codes16: Vec<i16>,
     scales: Vec<f32>,
     offsets: Vec<f32>,
     corr: Vec<i32>,
@@ -220,16 +222,21 @@ struct PackLayout {
     /// Words of one (k-block, panel): `KC/4 · MP` code words, then per group MP scales and MP
     /// sums (f32 bits).
     panel_words: usize,
+    /// Words of codes at the front of each (k-block, panel): `KC/4 · MP`, twice that for wide
+    /// tiles (16-bit codes).
+    code_words: usize,
 }
 
 impl PackLayout {
-    fn new(mc: usize, groups: usize, mp: usize) -> Self {
-        let gpk = KC / GROUP;
+    fn new(mc: usize, groups: usize, tile: &Int8Tile) -> Self {
+        let (gpk, mp) = (KC / GROUP, tile.mp);
+        let code_words = KC / 4 * mp * if tile.wide { 2 } else { 1 };
         PackLayout {
             panels: mc.div_ceil(mp),
             mp,
             kblocks: groups.div_ceil(gpk),
-            panel_words: KC / 4 * mp + 2 * gpk * mp,
+            panel_words: code_words + 2 * gpk * mp,
+            code_words,
         }
     }
 
@@ -239,35 +246,42 @@ impl PackLayout {
 }
 
 /// Packs one (k-block, panel) of the quantized rows: codes as 4-byte words per step and lane
-/// (`+ 128` for unsigned tiles), then the groups' scales and `scale · Σ codes` per lane. Lanes
-/// past `mc` are zero codes with zero scales, so they contribute nothing.
+/// (`+ 128` for unsigned tiles; two words of two 16-bit codes per step for wide tiles), then
+/// the groups' scales and `scale · Σ codes` per lane. Lanes past `mc` are zero codes with zero
+/// scales, so they contribute nothing.
 fn pack_panel(
     q: &QuantizedRows,
     mc: usize,
     kb: usize,
     p: usize,
-    mp: usize,
-    unsigned: bool,
+    tile: &Int8Tile,
+    layout: &PackLayout,
     out: &mut [u32],
 ) {
-    let gpk = KC / GROUP;
+    let (gpk, mp) = (KC / GROUP, tile.mp);
     let g0 = kb * gpk;
     let ng = gpk.min(q.groups - g0);
     let stride = q.stride();
-    let bias = if unsigned { 0x80u8 } else { 0 };
-    let (codes, rest) = out.split_at_mut(KC / 4 * mp);
+    let bias = if tile.unsigned_x { 0x80u8 } else { 0 };
+    let (codes, rest) = out.split_at_mut(layout.code_words);
     for lane in 0..mp {
         let row = p * mp + lane;
         for s in 0..ng * STEPS {
-            let mut bytes = [bias; 4];
+            let mut four = [0i8; 4];
             if row < mc {
                 let c = row * stride + g0 * GROUP + 4 * s;
-                for (d, &v) in bytes.iter_mut().zip(&q.codes[c..c + 4]) {
-                    *d = (v as u8) ^ bias;
-                }
+                four.copy_from_slice(&q.codes[c..c + 4]);
             }
             // Native byte order: the tiles read the word's bytes in memory order.
-            codes[s * mp + lane] = u32::from_ne_bytes(bytes);
+            if tile.wide {
+                for h in 0..2 {
+                    let [a0, a1] = i16::from(four[2 * h]).to_ne_bytes();
+                    let [b0, b1] = i16::from(four[2 * h + 1]).to_ne_bytes();
+                    codes[(2 * s + h) * mp + lane] = u32::from_ne_bytes([a0, a1, b0, b1]);
+                }
+            } else {
+                codes[s * mp + lane] = u32::from_ne_bytes(four.map(|v| (v as u8) ^ bias));
+            }
         }
     }
     let (scales, sums) = rest.split_at_mut(gpk * mp);
@@ -301,7 +315,7 @@ fn pass<W: Int8Weights + ?Sized>(
     let (n, k) = (w.rows(), w.cols());
     let (mr, mp) = (tile.mr, tile.mp);
     quantize_rows_with_isa(tile.isa.f32_level(), x, mc, k, q);
-    let layout = PackLayout::new(mc, q.groups, mp);
+    let layout = PackLayout::new(mc, q.groups, &tile);
     let total = layout.kblocks * layout.panels * layout.panel_words;
     packed.clear();
     packed.resize(total, 0);
@@ -310,7 +324,7 @@ fn pass<W: Int8Weights + ?Sized>(
         .enumerate()
         .for_each(|(i, out)| {
             let (kb, p) = (i / layout.panels, i % layout.panels);
-            pack_panel(q, mc, kb, p, mp, tile.unsigned_x, out);
+            pack_panel(q, mc, kb, p, &tile, &layout, out);
         });
 
     let affine = w.has_offsets();
@@ -379,6 +393,7 @@ fn block<W: Int8Weights + ?Sized>(
     grow(&mut s.corr, nrpad * gpk);
     s.corr[nr * gpk..nrpad * gpk].fill(0);
     grow(&mut s.acc, nrpad * mpad);
+    grow(&mut s.codes16, if tile.wide { nrpad * KC } else { 0 });
     for kb in 0..layout.kblocks {
         let c0 = kb * KC;
         let kc = KC.min(kpad - c0);
@@ -398,6 +413,11 @@ fn block<W: Int8Weights + ?Sized>(
             // The last group's columns past the matrix are zero codes.
             for r in 0..nr {
                 s.codes[r * KC + ncols..r * KC + kc].fill(0);
+            }
+        }
+        if tile.wide {
+            for (d, &c) in s.codes16.iter_mut().zip(&s.codes[..nrpad * KC]) {
+                *d = i16::from(c);
             }
         }
         if tile.unsigned_x {
@@ -430,10 +450,15 @@ fn block<W: Int8Weights + ?Sized>(
                     wscale: s.scales[jr * mr * gpk..].as_ptr(),
                     woff: s.offsets[jr * mr * gpk..].as_ptr(),
                     wcorr: s.corr[jr * mr * gpk..].as_ptr(),
+                    w16: if tile.wide {
+                        s.codes16[jr * mr * KC..].as_ptr()
+                    } else {
+                        std::ptr::null()
+                    },
                     gs: gpk,
                     x: panel.as_ptr().cast(),
-                    xscale: panel[KC / 4 * mp..].as_ptr().cast(),
-                    xsum: panel[KC / 4 * mp + gpk * mp..].as_ptr().cast(),
+                    xscale: panel[layout.code_words..].as_ptr().cast(),
+                    xsum: panel[layout.code_words + gpk * mp..].as_ptr().cast(),
                     c: s.acc[jr * mr * mpad + p * mp..].as_mut_ptr(),
                     ldc: mpad,
                     init: kb == 0,

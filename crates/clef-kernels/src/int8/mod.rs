@@ -16,9 +16,9 @@
 //! instruction set gives the same bits as the scalar twin ([`matmul_int8_reference`]), whatever
 //! the thread count. The SIMD tiles get there by different routes: AVX-512 VNNI and AVX-VNNI
 //! multiply unsigned activations `qx + 128` by signed weights with `vpdpbusd` and subtract
-//! `128 · Σ qw` (exact) per group; AVX2 uses `vpmaddubsw` the same way for ternary codes (whose
-//! pair sums cannot saturate 16 bits) and the sign trick (`|qw|` × `sign(qx, qw)`) for wider
-//! codes.
+//! `128 · Σ qw` (exact) per group; AVX2 uses `vpmaddubsw` the same way for ternary and 4-bit
+//! codes (whose pair sums cannot saturate 16 bits) and, for 8-bit codes, `vpmaddwd` on both
+//! operands widened to 16 bits.
 
 mod decode;
 mod formats;

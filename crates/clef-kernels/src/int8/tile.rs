@@ -4,7 +4,10 @@
 //! row-major panel of stride [`KC`]) and `MP` activation rows (the vector operand, packed as
 //! 32-bit words of four consecutive codes: step `s` (columns `4s..4s + 4`), lane `b` at
 //! `x[(s·MP + b)·4..]`), over `groups` whole groups of [`GROUP`] columns, applying each group's
-//! scales as it ends (module docs of [`super`]).
+//! scales as it ends (module docs of [`super`]). A *wide* tile reads both operands as 16-bit
+//! codes instead: the weights from a 16-bit panel of the same stride, the activations as
+//! 32-bit words of two codes, half-step `j` (columns `2j, 2j + 1`), lane `b` at
+//! `x[(j·MP + b)·4..]`.
 
 use super::{CodeRange, Int8Isa, GROUP};
 
@@ -25,6 +28,8 @@ pub(crate) struct TileArgs {
     pub wscale: *const f32,
     pub woff: *const f32,
     pub wcorr: *const i32,
+    /// The weight codes widened to 16 bits (wide tiles): row `a`, column `c` at `w16[a·KC + c]`.
+    pub w16: *const i16,
     pub gs: usize,
     /// Packed activation codes (see the module docs), `qx + 128` for unsigned tiles.
     pub x: *const u8,
@@ -47,6 +52,8 @@ pub(crate) struct Int8Tile {
     pub mp: usize,
     /// Whether activations are packed as `qx + 128` (u8) rather than `qx` (i8).
     pub unsigned_x: bool,
+    /// Whether both operands are read as 16-bit codes (module docs).
+    pub wide: bool,
     pub isa: Int8Isa,
     plain: TileFn,
     affine: TileFn,
@@ -67,6 +74,7 @@ impl Int8Tile {
                     mr: t::MR,
                     mp: t::MP,
                     unsigned_x: true,
+                    wide: false,
                     isa,
                     plain: t::tile::<false>,
                     affine: t::tile::<true>,
@@ -79,6 +87,7 @@ impl Int8Tile {
                     mr: t::MR,
                     mp: t::MP,
                     unsigned_x: true,
+                    wide: false,
                     isa,
                     plain: t::tile::<false>,
                     affine: t::tile::<true>,
@@ -91,6 +100,7 @@ impl Int8Tile {
                     mr: t::MR,
                     mp: t::MP,
                     unsigned_x: true,
+                    wide: false,
                     isa,
                     plain: t::tile::<false, false>,
                     affine: t::tile::<true, false>,
@@ -103,6 +113,7 @@ impl Int8Tile {
                     mr: t::MR,
                     mp: t::MP,
                     unsigned_x: true,
+                    wide: false,
                     isa,
                     plain: t::tile::<false, true>,
                     affine: t::tile::<true, true>,
@@ -110,11 +121,12 @@ impl Int8Tile {
             }
             #[cfg(target_arch = "x86_64")]
             Int8Isa::Avx2 => {
-                use super::tile_avx2::signed as t;
+                use super::tile_avx2::words as t;
                 Int8Tile {
                     mr: t::MR,
                     mp: t::MP,
                     unsigned_x: false,
+                    wide: true,
                     isa,
                     plain: t::tile::<false>,
                     affine: t::tile::<true>,
@@ -124,6 +136,7 @@ impl Int8Tile {
                 mr: portable::MR,
                 mp: portable::MP,
                 unsigned_x: false,
+                wide: false,
                 isa: Int8Isa::Portable,
                 plain: portable::tile::<false>,
                 affine: portable::tile::<true>,
