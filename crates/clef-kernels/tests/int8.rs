@@ -329,6 +329,27 @@ fn fused_adapters_across_passes_and_ranks() {
     assert!(y.iter().all(|&v| v == 0.0));
 }
 
+/// The widest partial sums every tile keeps in 16 bits: all activations at the top of their
+/// range (+127, i.e. 255 unsigned) or the bottom, every 4-bit code 15, every q8 code ±127;
+/// still the reference's bits.
+#[test]
+fn extreme_codes_stay_exact() {
+    let mut rng = StdRng::seed_from_u64(5);
+    let (rows, cols) = (13, 300);
+    for sign in [1.0f32, -1.0] {
+        let m = 20;
+        let x = vec![sign; m * cols];
+        let mut a = Affine::random(&mut rng, rows, cols);
+        a.codes.fill(0xFF);
+        check_tiles(&a.view(rows, cols), &x, m).unwrap();
+        let mut q = Q8::random(&mut rng, rows, cols);
+        for (i, c) in q.codes.iter_mut().enumerate() {
+            *c = if i % 3 == 0 { (-127i8) as u8 } else { 127 };
+        }
+        check_tiles(&q.view(rows, cols), &x, m).unwrap();
+    }
+}
+
 #[test]
 fn zero_depth_and_empty_products() {
     let t = Ternary {

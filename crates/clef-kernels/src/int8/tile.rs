@@ -102,21 +102,21 @@ impl Int8Tile {
                     unsigned_x: true,
                     wide: false,
                     isa,
-                    plain: t::tile::<false, false>,
-                    affine: t::tile::<true, false>,
+                    plain: t::tile::<false>,
+                    affine: t::tile::<true>,
                 }
             }
             #[cfg(target_arch = "x86_64")]
             Int8Isa::Avx2 if range == CodeRange::Nibble => {
-                use super::tile_avx2::narrow as t;
+                use super::tile_avx2::nibbles as t;
                 Int8Tile {
                     mr: t::MR,
                     mp: t::MP,
                     unsigned_x: true,
                     wide: false,
                     isa,
-                    plain: t::tile::<false, true>,
-                    affine: t::tile::<true, true>,
+                    plain: t::tile::<false>,
+                    affine: t::tile::<true>,
                 }
             }
             #[cfg(target_arch = "x86_64")]
