@@ -119,27 +119,34 @@ fn same_bits(a: &[f32], b: &[f32]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
 }
 
-/// Every available tile and the dispatcher, on 1 and 3 threads, against the reference twin.
-fn check_tiles<W: Int8Weights>(w: &W, x: &[f32], m: usize) -> Result<(), TestCaseError> {
-    let rows = w.rows();
-    let mut want = vec![0.0f32; m * rows];
-    matmul_int8_reference(x, m, w, &mut want);
+/// `run(Some(isa), y)` on every available tile and `run(None, y)` (the dispatcher), on 1 and 3
+/// threads: the bits of `want`.
+fn check_paths(
+    want: &[f32],
+    run: impl Fn(Option<Int8Isa>, &mut [f32]) + Sync,
+) -> Result<(), TestCaseError> {
     for threads in [1, 3] {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .build()
             .unwrap();
-        for isa in Int8Isa::available() {
-            let mut got = vec![f32::NAN; m * rows];
-            pool.install(|| matmul_int8_with_isa(isa, x, m, w, &mut got))
-                .unwrap();
-            prop_assert!(same_bits(&got, &want), "{:?} on {} threads", isa, threads);
+        for isa in Int8Isa::available().into_iter().map(Some).chain([None]) {
+            let mut got = vec![f32::NAN; want.len()];
+            pool.install(|| run(isa, &mut got));
+            prop_assert!(same_bits(&got, want), "{:?} on {} threads", isa, threads);
         }
-        let mut got = vec![f32::NAN; m * rows];
-        pool.install(|| matmul_int8(x, m, w, &mut got));
-        prop_assert!(same_bits(&got, &want), "dispatcher on {} threads", threads);
     }
     Ok(())
+}
+
+/// Every available tile and the dispatcher, on 1 and 3 threads, against the reference twin.
+fn check_tiles<W: Int8Weights>(w: &W, x: &[f32], m: usize) -> Result<(), TestCaseError> {
+    let mut want = vec![0.0f32; m * w.rows()];
+    matmul_int8_reference(x, m, w, &mut want);
+    check_paths(&want, |isa, y| match isa {
+        Some(isa) => matmul_int8_with_isa(isa, x, m, w, y).unwrap(),
+        None => matmul_int8(x, m, w, y),
+    })
 }
 
 /// A random rank-`r` adapter for a `rows × cols` weight.
@@ -157,26 +164,13 @@ fn check_adapted<W: Int8Weights>(
     x: &[f32],
     m: usize,
 ) -> Result<(), TestCaseError> {
-    let rows = w.rows();
-    let mut want = vec![0.0f32; m * rows];
+    let mut want = vec![0.0f32; m * w.rows()];
     matmul_int8_reference(x, m, w, &mut want);
     lr.apply_scalar(x, m, &mut want);
-    for threads in [1, 3] {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
-        for isa in Int8Isa::available() {
-            let mut got = vec![f32::NAN; m * rows];
-            pool.install(|| matmul_int8_adapted_with_isa(isa, x, m, w, lr, &mut got))
-                .unwrap();
-            prop_assert!(same_bits(&got, &want), "{:?} on {} threads", isa, threads);
-        }
-        let mut got = vec![f32::NAN; m * rows];
-        pool.install(|| matmul_int8_adapted(x, m, w, lr, &mut got));
-        prop_assert!(same_bits(&got, &want), "dispatcher on {} threads", threads);
-    }
-    Ok(())
+    check_paths(&want, |isa, y| match isa {
+        Some(isa) => matmul_int8_adapted_with_isa(isa, x, m, w, lr, y).unwrap(),
+        None => matmul_int8_adapted(x, m, w, lr, y),
+    })
 }
 
 proptest! {

@@ -13,7 +13,7 @@ use clef_kernels::formats::lowrank::{LowRankF32, WithAdapter};
 use clef_kernels::formats::lut6::{widen_f16_tables, Lut6View};
 use clef_kernels::formats::q8::Q8View;
 use clef_kernels::formats::ternary::TernaryView;
-use clef_kernels::int8::{matmul_int8, matmul_int8_adapted, TernaryPlanes};
+use clef_kernels::int8::{matmul_int8, matmul_int8_adapted, Int8Weights, TernaryPlanes};
 use clef_kernels::{matmul, matmul_panels, Isa, PanelDecode};
 use std::cell::RefCell;
 use std::sync::OnceLock;
@@ -171,6 +171,20 @@ fn matmul_adapted<W: PanelDecode>(
     }
 }
 
+/// `y = W x` through int8 activations, plus the adapter when there is one.
+fn int8_adapted<W: Int8Weights>(
+    w: &W,
+    adapter: Option<&LowRank>,
+    x: &[f32],
+    m: usize,
+    y: &mut [f32],
+) {
+    match adapter {
+        Some(a) => matmul_int8_adapted(x, m, w, &a.kernel, y),
+        None => matmul_int8(x, m, w, y),
+    }
+}
+
 fn require_dtype(t: &Tensor, dtype: crate::tensor::Dtype) -> Result<()> {
     if t.dtype != dtype {
         return Err(ModelError::TensorDtype {
@@ -280,18 +294,11 @@ impl LinearWeight {
                     w.trits.release();
                     planes
                 });
-                let planes = planes.with_scales(view);
-                match &w.adapter {
-                    Some(a) => matmul_int8_adapted(x, m, &planes, &a.kernel, y),
-                    None => matmul_int8(x, m, &planes, y),
-                }
+                int8_adapted(&planes.with_scales(view), w.adapter.as_ref(), x, m, y);
             }
             LinearWeight::Affine4(w) => {
                 let view = affine4_view(&w.codes, &w.scales, &w.biases, w.rows, w.cols)?;
-                match &w.adapter {
-                    Some(a) => matmul_int8_adapted(x, m, &view, &a.kernel, y),
-                    None => matmul_int8(x, m, &view, y),
-                }
+                int8_adapted(&view, w.adapter.as_ref(), x, m, y);
             }
             LinearWeight::Q8(w) => {
                 let view = q8_view(&w.codes, &w.scales, w.rows, w.cols)?;

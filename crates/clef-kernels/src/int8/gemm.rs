@@ -5,10 +5,10 @@
 use super::decode::group_sums;
 use super::quantize::{quantize_rows_with_isa, QuantizedRows};
 use super::tile::{finish_group, Int8Tile, TileArgs, KC, STEPS};
-use super::{Int8Isa, Int8Panel, Int8Weights, GROUP};
+use super::{CodeRange, Int8Isa, Int8Panel, Int8Weights, GROUP};
 use crate::error::KernelError;
 use crate::formats::lowrank::LowRankF32;
-use crate::gemm::transpose::SharedRows;
+use crate::gemm::transpose::{transpose, SharedRows};
 use crate::gemm::weights::plan_blocks;
 use crate::isa::Isa;
 use rayon::prelude::*;
@@ -26,9 +26,7 @@ fn check_shapes(x: &[f32], m: usize, rows: usize, cols: usize, y: &[f32]) {
 /// integer tile, parallel on the current rayon pool.
 pub fn matmul_int8<W: Int8Weights + ?Sized>(x: &[f32], m: usize, w: &W, y: &mut [f32]) {
     check_shapes(x, m, w.rows(), w.cols(), y);
-    let tile = Int8Tile::for_isa(Int8Isa::detect(), w.code_range())
-        .or_else(|| Int8Tile::for_isa(Int8Isa::Portable, w.code_range()))
-        .expect("the portable tile is always available");
+    let tile = best_tile(w.code_range());
     run(tile, x, m, w, None, y);
 }
 
@@ -45,9 +43,7 @@ pub fn matmul_int8_adapted<W: Int8Weights + ?Sized>(
 ) {
     check_shapes(x, m, w.rows(), w.cols(), y);
     assert_eq!(adapter.shape(), (w.rows(), w.cols()), "adapter shape");
-    let tile = Int8Tile::for_isa(Int8Isa::detect(), w.code_range())
-        .or_else(|| Int8Tile::for_isa(Int8Isa::Portable, w.code_range()))
-        .expect("the portable tile is always available");
+    let tile = best_tile(w.code_range());
     run(tile, x, m, w, Some(adapter), y);
 }
 
@@ -62,8 +58,7 @@ pub fn matmul_int8_adapted_with_isa<W: Int8Weights + ?Sized>(
 ) -> Result<(), KernelError> {
     check_shapes(x, m, w.rows(), w.cols(), y);
     assert_eq!(adapter.shape(), (w.rows(), w.cols()), "adapter shape");
-    let tile = Int8Tile::for_isa(isa, w.code_range())
-        .ok_or(KernelError::IsaUnavailable(isa.f32_level()))?;
+    let tile = chosen_tile(isa, w.code_range())?;
     run(tile, x, m, w, Some(adapter), y);
     Ok(())
 }
@@ -77,10 +72,21 @@ pub fn matmul_int8_with_isa<W: Int8Weights + ?Sized>(
     y: &mut [f32],
 ) -> Result<(), KernelError> {
     check_shapes(x, m, w.rows(), w.cols(), y);
-    let tile = Int8Tile::for_isa(isa, w.code_range())
-        .ok_or(KernelError::IsaUnavailable(isa.f32_level()))?;
+    let tile = chosen_tile(isa, w.code_range())?;
     run(tile, x, m, w, None, y);
     Ok(())
+}
+
+/// The best tile this CPU has for codes in `range`.
+fn best_tile(range: CodeRange) -> Int8Tile {
+    Int8Tile::for_isa(Int8Isa::detect(), range)
+        .or_else(|| Int8Tile::for_isa(Int8Isa::Portable, range))
+        .expect("the portable tile is always available")
+}
+
+/// The tile of `isa` for codes in `range`, or an error when this CPU lacks it.
+fn chosen_tile(isa: Int8Isa, range: CodeRange) -> Result<Int8Tile, KernelError> {
+    Int8Tile::for_isa(isa, range).ok_or(KernelError::IsaUnavailable(isa.f32_level()))
 }
 
 /// The reference twin: scalar quantizer, one weight row at a time, the module docs' formula
@@ -190,19 +196,19 @@ fn run<W: Int8Weights + ?Sized>(
         let xs = &x[m0 * k..(m0 + mc) * k];
         let ys = &mut y[m0 * n..(m0 + mc) * n];
         let mut go = |s: &mut PassScratch| {
-            let pa = t.as_ref().map(|(lr, t)| {
-                let r = lr.rank();
-                s.tt.clear();
-                s.tt.resize(r * mc, 0.0);
-                for i in 0..mc {
-                    for kk in 0..r {
-                        s.tt[kk * mc + i] = t[(m0 + i) * r + kk];
-                    }
-                }
-                *lr
-            });
             let PassScratch { q, packed, tt } = s;
-            let pa = pa.map(|lr| PassAdapter { lr, tt: &tt[..] });
+            let pa = match &t {
+                Some((lr, t)) => {
+                    let r = lr.rank();
+                    tt.resize(r * mc, 0.0);
+                    transpose(tile.isa.f32_level(), &t[m0 * r..], r, mc, r, tt, mc);
+                    Some(PassAdapter {
+                        lr,
+                        tt: &tt[..r * mc],
+                    })
+                }
+                None => None,
+            };
             pass(tile, xs, mc, w, pa, ys, q, packed)
         };
         PASS_SCRATCH.with(|cell| match cell.try_borrow_mut() {
