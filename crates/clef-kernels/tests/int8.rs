@@ -9,8 +9,8 @@ use clef_kernels::formats::q8::{self, Q8View};
 use clef_kernels::formats::ternary::{self, TernaryView};
 use clef_kernels::int8::{
     matmul_int8, matmul_int8_adapted, matmul_int8_adapted_with_isa, matmul_int8_reference,
-    matmul_int8_with_isa, quantize_rows_scalar, quantize_rows_with_isa, Int8Isa, Int8Weights,
-    QuantizedRows, TernaryPlanes, GROUP,
+    matmul_int8_with_isa, quantize_rows_scalar, quantize_rows_with_isa, ActivationBits, Int8Isa,
+    Int8Weights, QuantizedRows, TernaryPlanes, GROUP,
 };
 use clef_kernels::{matmul_scalar, Isa, PanelDecode, WeightView};
 use proptest::prelude::*;
@@ -236,28 +236,34 @@ proptest! {
 
     #[test]
     fn simd_quantizer_matches_its_scalar_twin(
-        seed in any::<u64>(), m in 0usize..6, k in 0usize..300,
+        seed in any::<u64>(), m in 0usize..6, k in 0usize..300, seven in any::<bool>(),
     ) {
         let mut rng = StdRng::seed_from_u64(seed);
         let x = activations(&mut rng, m, k);
+        let bits = if seven { ActivationBits::Seven } else { ActivationBits::Eight };
         let mut want = QuantizedRows::default();
-        quantize_rows_scalar(&x, m, k, &mut want);
+        quantize_rows_scalar(bits, &x, m, k, &mut want);
         for isa in Isa::available() {
             let mut got = QuantizedRows::default();
-            quantize_rows_with_isa(isa, &x, m, k, &mut got);
+            quantize_rows_with_isa(isa, bits, &x, m, k, &mut got);
             prop_assert_eq!(&got, &want, "{:?}", isa);
         }
-        // Each code is within half a step of its value, and the sums are the codes' sums.
+        // Each code is within half a step of its value and within the bound, the largest
+        // magnitude reaches the bound, and the sums are the codes' sums.
+        let max = bits.max();
         for i in 0..m {
             for g in 0..want.groups {
                 let s = want.scales[i * want.groups + g];
                 let mut sum = 0;
+                let mut top = 0;
                 for c in g * GROUP..k.min((g + 1) * GROUP) {
                     let q = want.codes[i * want.stride() + c];
-                    prop_assert!(q >= -127);
+                    prop_assert!((-max..=max).contains(&q));
+                    top = top.max(q.unsigned_abs());
                     prop_assert!((f32::from(q) * s - x[i * k + c]).abs() <= 0.5001 * s + 1e-30);
                     sum += i32::from(q);
                 }
+                prop_assert!(s == 0.0 || top == max.unsigned_abs());
                 prop_assert_eq!(sum, want.sums[i * want.groups + g]);
             }
         }
@@ -265,7 +271,7 @@ proptest! {
 }
 
 /// The integer product stays close to the f32 product of the same (dequantized) weights: the
-/// only error is the activations' rounding to 8 bits per group.
+/// only error is the activations' rounding per group (8 bits, 7 against q8 weights).
 #[test]
 fn int8_product_is_close_to_the_f32_product() {
     let mut rng = StdRng::seed_from_u64(7);
@@ -288,7 +294,7 @@ fn int8_product_is_close_to_the_f32_product() {
             .sum();
         let norm: f64 = want.iter().map(|b| f64::from(*b).powi(2)).sum();
         let rel = (err / norm).sqrt();
-        // 8-bit activations per group of 64: a relative error of a few 1e-3.
+        // 8- or 7-bit activations per group of 64: a relative error of a few 1e-3.
         assert!(rel < 1e-2, "relative error {rel}");
         assert!(rel > 0.0, "the int8 path must actually quantize");
     };
@@ -324,8 +330,8 @@ fn fused_adapters_across_passes_and_ranks() {
 }
 
 /// The widest partial sums every tile keeps in 16 bits: all activations at the top of their
-/// range (+127, i.e. 255 unsigned) or the bottom, every 4-bit code 15, every q8 code ±127;
-/// still the reference's bits.
+/// range (+127 against 4-bit codes, i.e. 255 unsigned; +63 against q8 codes, 127 unsigned) or
+/// the bottom, every 4-bit code 15, every q8 code ±127; still the reference's bits.
 #[test]
 fn extreme_codes_stay_exact() {
     let mut rng = StdRng::seed_from_u64(5);

@@ -95,7 +95,8 @@ pub fn matmul_int8_reference<W: Int8Weights + ?Sized>(x: &[f32], m: usize, w: &W
     let (n, k) = (w.rows(), w.cols());
     check_shapes(x, m, n, k, y);
     let mut q = QuantizedRows::default();
-    quantize_rows_with_isa(Isa::Scalar, x, m, k, &mut q);
+    let bits = w.code_range().activation_bits();
+    quantize_rows_with_isa(Isa::Scalar, bits, x, m, k, &mut q);
     let (groups, stride) = (q.groups, q.stride());
     let mut codes = vec![0i8; stride];
     let mut scales = vec![0.0f32; groups];
@@ -156,8 +157,6 @@ struct PassAdapter<'a> {
 #[derive(Default)]
 struct BlockScratch {
     codes: Vec<i8>,
-    /// The codes widened to 16 bits, for wide tiles.
-    codes16: Vec<i16>,
     scales: Vec<f32>,
     offsets: Vec<f32>,
     corr: Vec<i32>,
@@ -228,15 +227,14 @@ struct PackLayout {
     /// Words of one (k-block, panel): `KC/4 · MP` code words, then per group MP scales and MP
     /// sums (f32 bits).
     panel_words: usize,
-    /// Words of codes at the front of each (k-block, panel): `KC/4 · MP`, twice that for wide
-    /// tiles (16-bit codes).
+    /// Words of codes at the front of each (k-block, panel): `KC/4 · MP`.
     code_words: usize,
 }
 
 impl PackLayout {
     fn new(mc: usize, groups: usize, tile: &Int8Tile) -> Self {
         let (gpk, mp) = (KC / GROUP, tile.mp);
-        let code_words = KC / 4 * mp * if tile.wide { 2 } else { 1 };
+        let code_words = KC / 4 * mp;
         PackLayout {
             panels: mc.div_ceil(mp),
             mp,
@@ -252,8 +250,7 @@ impl PackLayout {
 }
 
 /// Packs one (k-block, panel) of the quantized rows: codes as 4-byte words per step and lane
-/// (`+ 128` for unsigned tiles; two words of two 16-bit codes per step for wide tiles), then
-/// the groups' scales and `scale · Σ codes` per lane. Lanes past `mc` are zero codes with zero
+/// (`+ bias` for unsigned tiles), then the groups' scales and `scale · Σ codes` per lane. Lanes past `mc` are zero codes with zero
 /// scales, so they contribute nothing.
 fn pack_panel(
     q: &QuantizedRows,
@@ -268,7 +265,9 @@ fn pack_panel(
     let g0 = kb * gpk;
     let ng = gpk.min(q.groups - g0);
     let stride = q.stride();
-    let bias = if tile.unsigned_x { 0x80u8 } else { 0 };
+    // Codes are within ±127 and biases 0, 64 (7-bit codes) or 128, so a biased code fits a
+    // byte; the signed tiles' bytes are the codes' two's complement.
+    let bias = tile.x_bias as u8;
     let (codes, rest) = out.split_at_mut(layout.code_words);
     for lane in 0..mp {
         let row = p * mp + lane;
@@ -279,15 +278,7 @@ fn pack_panel(
                 four.copy_from_slice(&q.codes[c..c + 4]);
             }
             // Native byte order: the tiles read the word's bytes in memory order.
-            if tile.wide {
-                for h in 0..2 {
-                    let [a0, a1] = i16::from(four[2 * h]).to_ne_bytes();
-                    let [b0, b1] = i16::from(four[2 * h + 1]).to_ne_bytes();
-                    codes[(2 * s + h) * mp + lane] = u32::from_ne_bytes([a0, a1, b0, b1]);
-                }
-            } else {
-                codes[s * mp + lane] = u32::from_ne_bytes(four.map(|v| (v as u8) ^ bias));
-            }
+            codes[s * mp + lane] = u32::from_ne_bytes(four.map(|v| (v as u8).wrapping_add(bias)));
         }
     }
     let (scales, sums) = rest.split_at_mut(gpk * mp);
@@ -320,7 +311,8 @@ fn pass<W: Int8Weights + ?Sized>(
 ) {
     let (n, k) = (w.rows(), w.cols());
     let (mr, mp) = (tile.mr, tile.mp);
-    quantize_rows_with_isa(tile.isa.f32_level(), x, mc, k, q);
+    let bits = w.code_range().activation_bits();
+    quantize_rows_with_isa(tile.isa.f32_level(), bits, x, mc, k, q);
     let layout = PackLayout::new(mc, q.groups, &tile);
     let total = layout.kblocks * layout.panels * layout.panel_words;
     packed.clear();
@@ -399,7 +391,6 @@ fn block<W: Int8Weights + ?Sized>(
     grow(&mut s.corr, nrpad * gpk);
     s.corr[nr * gpk..nrpad * gpk].fill(0);
     grow(&mut s.acc, nrpad * mpad);
-    grow(&mut s.codes16, if tile.wide { nrpad * KC } else { 0 });
     for kb in 0..layout.kblocks {
         let c0 = kb * KC;
         let kc = KC.min(kpad - c0);
@@ -421,17 +412,12 @@ fn block<W: Int8Weights + ?Sized>(
                 s.codes[r * KC + ncols..r * KC + kc].fill(0);
             }
         }
-        if tile.wide {
-            for (d, &c) in s.codes16.iter_mut().zip(&s.codes[..nrpad * KC]) {
-                *d = i16::from(c);
-            }
-        }
-        if tile.unsigned_x {
+        if tile.x_bias != 0 {
             for r in 0..nr {
                 let sums = &mut s.corr[r * gpk..r * gpk + ng];
                 group_sums(tile.isa.f32_level(), &s.codes[r * KC..r * KC + kc], sums);
                 for v in sums {
-                    *v *= -128;
+                    *v *= -tile.x_bias;
                 }
             }
         }
@@ -456,11 +442,6 @@ fn block<W: Int8Weights + ?Sized>(
                     wscale: s.scales[jr * mr * gpk..].as_ptr(),
                     woff: s.offsets[jr * mr * gpk..].as_ptr(),
                     wcorr: s.corr[jr * mr * gpk..].as_ptr(),
-                    w16: if tile.wide {
-                        s.codes16[jr * mr * KC..].as_ptr()
-                    } else {
-                        std::ptr::null()
-                    },
                     gs: gpk,
                     x: panel.as_ptr().cast(),
                     xscale: panel[layout.code_words..].as_ptr().cast(),

@@ -1,5 +1,6 @@
 //! Integer matrix products for quantized weights: `y = x · Wᵀ` with the activations quantized to
-//! int8 per group of 64 columns (one f32 scale per row and group, [`quantize`]) and the weights
+//! signed codes per group of 64 columns (one f32 scale per row and group, [`quantize`]: 8-bit
+//! codes against ternary and 4-bit weights, 7-bit against 8-bit weights) and the weights
 //! decoded panel by panel to int8 codes with one f32 scale (and, for the 4-bit affine format,
 //! one f32 offset) per row and group ([`Int8Weights`]).
 //!
@@ -16,9 +17,9 @@
 //! instruction set gives the same bits as the scalar twin ([`matmul_int8_reference`]), whatever
 //! the thread count. The SIMD tiles get there by different routes: AVX-512 VNNI and AVX-VNNI
 //! multiply unsigned activations `qx + 128` by signed weights with `vpdpbusd` and subtract
-//! `128 · Σ qw` (exact) per group; AVX2 uses `vpmaddubsw` the same way for ternary and 4-bit
-//! codes (whose pair sums cannot saturate 16 bits) and, for 8-bit codes, `vpmaddwd` on both
-//! operands widened to 16 bits.
+//! `128 · Σ qw` (exact) per group; AVX2 uses `vpmaddubsw` the same way, on `qx + 128` for
+//! ternary and 4-bit codes and on `qx + 64` for 8-bit codes (7-bit activations), whose pair sums
+//! then cannot saturate 16 bits.
 
 mod decode;
 mod formats;
@@ -38,13 +39,15 @@ pub use gemm::{
 };
 pub use isa::Int8Isa;
 pub use planes::{TernaryInt8, TernaryPlanes};
-pub use quantize::{quantize_rows, quantize_rows_scalar, quantize_rows_with_isa, QuantizedRows};
+pub use quantize::{
+    quantize_rows, quantize_rows_scalar, quantize_rows_with_isa, ActivationBits, QuantizedRows,
+};
 
 /// Columns per scale group, shared by the activations and every integer weight format.
 pub const GROUP: usize = clef_formats::GROUP;
 
-/// How wide a format's integer codes are; picks the AVX2 tile (narrow codes never saturate
-/// `vpmaddubsw`'s 16-bit pair sums against unsigned activations).
+/// How wide a format's integer codes are; picks the activations' width and the AVX2 tile
+/// (`vpmaddubsw`'s 16-bit pair sums must not saturate).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum CodeRange {
     /// −1, 0, +1 (ternary).
@@ -53,6 +56,22 @@ pub enum CodeRange {
     Nibble,
     /// −127..=127 (q8). −128 never occurs: loaders refuse it.
     Int8,
+}
+
+impl CodeRange {
+    /// The activation codes these weights are multiplied with, on every instruction set: 8
+    /// bits against ternary and 4-bit codes; 7 bits against 8-bit codes, so that plain AVX2
+    /// multiplies them with `vpmaddubsw` (unsigned `qx + 64` × signed `qw`, pair sums ≤ 32,258)
+    /// instead of widening both to 16 bits: register-resident loops on Zen 4 measure 116 against
+    /// 83.5 G multiply-adds/s (`examples/avx2_int8_ceiling.rs`). One definition for every ISA
+    /// keeps a bundle's answers the same on every machine; the cost is fidelity a q8 bundle has
+    /// to spare (docs/kernels.md, "Integer matrix products").
+    pub const fn activation_bits(self) -> ActivationBits {
+        match self {
+            CodeRange::Ternary | CodeRange::Nibble => ActivationBits::Eight,
+            CodeRange::Int8 => ActivationBits::Seven,
+        }
+    }
 }
 
 /// One decoded weight panel: `nrows` rows of int8 codes (`codes[r·ld + c]`) and per (row, group)

@@ -1,16 +1,38 @@
 //! Activation quantization for the integer matrix products: each row, per group of
-//! [`GROUP`] columns, to int8 codes with one f32 scale, plus the group's code sum (which the
-//! 4-bit affine format's offset term needs).
+//! [`GROUP`] columns, to signed codes of at most [`ActivationBits::max`] with one f32 scale,
+//! plus the group's code sum (which the 4-bit affine format's offset term needs).
 //!
-//! For a group with `amax = max |x|`: `scale = amax / 127`, `q = round_half_even(x · (127 /
-//! amax))` (in −127..=127), or all zeros with scale 0 when `amax` is 0. Both divisions are
-//! correctly rounded and the product is one rounding, so the AVX2 path (`vcvtps2dq` rounds half
-//! to even) gives the same codes as the scalar twin. A partial last group is padded with zero
-//! codes. Inputs must be finite (activations always are); a non-finite value gives unspecified
-//! codes, never unsafety.
+//! For a group with `amax = max |x|` and `M` the bound (127 for 8 bits, 63 for 7): `scale =
+//! amax / M`, `q = round_half_even(x · (M / amax))` (in −M..=M), or all zeros with scale 0 when
+//! `amax` is 0. Both divisions are correctly rounded and the product is one rounding, so the
+//! AVX2 path (`vcvtps2dq` rounds half to even) gives the same codes as the scalar twin. A
+//! partial last group is padded with zero codes. Inputs must be finite (activations always
+//! are); a non-finite value gives unspecified codes, never unsafety.
 
 use super::{Int8Isa, GROUP};
 use crate::isa::Isa;
+
+/// How wide the activation codes are. The weights' code range picks it
+/// ([`super::CodeRange::activation_bits`]), the same on every instruction set, so every tile
+/// gives the same bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ActivationBits {
+    /// −127..=127.
+    Eight,
+    /// −63..=63: against 8-bit weight codes, `qx + 64` (at most 127) times any code in
+    /// −127..=127 gives `vpmaddubsw` pair sums of at most 32,258, which never saturate.
+    Seven,
+}
+
+impl ActivationBits {
+    /// The largest code magnitude.
+    pub const fn max(self) -> i8 {
+        match self {
+            ActivationBits::Eight => 127,
+            ActivationBits::Seven => 63,
+        }
+    }
+}
 
 /// `m` rows of `k` columns quantized per group: `codes` `[m × groups·GROUP]` (zero-padded),
 /// `scales` and `sums` `[m × groups]`.
@@ -44,18 +66,31 @@ impl QuantizedRows {
     }
 }
 
-/// Quantizes `x` (`[m × k]`) into `out` on the best instruction set.
-pub fn quantize_rows(x: &[f32], m: usize, k: usize, out: &mut QuantizedRows) {
-    quantize_rows_with_isa(Int8Isa::detect().f32_level(), x, m, k, out)
+/// Quantizes `x` (`[m × k]`) into `out` to codes of `bits`, on the best instruction set.
+pub fn quantize_rows(bits: ActivationBits, x: &[f32], m: usize, k: usize, out: &mut QuantizedRows) {
+    quantize_rows_with_isa(Int8Isa::detect().f32_level(), bits, x, m, k, out)
 }
 
 /// The scalar twin of [`quantize_rows`].
-pub fn quantize_rows_scalar(x: &[f32], m: usize, k: usize, out: &mut QuantizedRows) {
-    quantize_rows_with_isa(Isa::Scalar, x, m, k, out)
+pub fn quantize_rows_scalar(
+    bits: ActivationBits,
+    x: &[f32],
+    m: usize,
+    k: usize,
+    out: &mut QuantizedRows,
+) {
+    quantize_rows_with_isa(Isa::Scalar, bits, x, m, k, out)
 }
 
 /// [`quantize_rows`] with a given f32 level (lowered to what the CPU has).
-pub fn quantize_rows_with_isa(isa: Isa, x: &[f32], m: usize, k: usize, out: &mut QuantizedRows) {
+pub fn quantize_rows_with_isa(
+    isa: Isa,
+    bits: ActivationBits,
+    x: &[f32],
+    m: usize,
+    k: usize,
+    out: &mut QuantizedRows,
+) {
     assert_eq!(x.len(), m * k, "x must be m × k");
     out.reset(m, k);
     if k == 0 {
@@ -64,6 +99,7 @@ pub fn quantize_rows_with_isa(isa: Isa, x: &[f32], m: usize, k: usize, out: &mut
     let stride = out.stride();
     let groups = out.groups;
     let simd = !matches!(isa, Isa::Scalar) && Isa::Avx2.is_available();
+    let max = f32::from(bits.max());
     for i in 0..m {
         let row = &x[i * k..(i + 1) * k];
         let codes = &mut out.codes[i * stride..(i + 1) * stride];
@@ -75,14 +111,14 @@ pub fn quantize_rows_with_isa(isa: Isa, x: &[f32], m: usize, k: usize, out: &mut
                 #[cfg(target_arch = "x86_64")]
                 {
                     // SAFETY: AVX2 checked above; `dst` and `src` have equal lengths ≤ GROUP.
-                    unsafe { x86::group_avx2(src, dst) }
+                    unsafe { x86::group_avx2(max, src, dst) }
                 }
                 #[cfg(not(target_arch = "x86_64"))]
                 {
-                    group_scalar(src, dst)
+                    group_scalar(max, src, dst)
                 }
             } else {
-                group_scalar(src, dst)
+                group_scalar(max, src, dst)
             };
             out.scales[i * groups + g] = scale;
             out.sums[i * groups + g] = sum;
@@ -90,23 +126,23 @@ pub fn quantize_rows_with_isa(isa: Isa, x: &[f32], m: usize, k: usize, out: &mut
     }
 }
 
-/// The group's `127 / amax` and `amax / 127` (both 0 for an all-zero group).
+/// The group's `max / amax` and `amax / max` (both 0 for an all-zero group).
 #[inline]
-fn factors(amax: f32) -> (f32, f32) {
+fn factors(max: f32, amax: f32) -> (f32, f32) {
     if amax > 0.0 {
-        (127.0 / amax, amax / 127.0)
+        (max / amax, amax / max)
     } else {
         (0.0, 0.0)
     }
 }
 
 /// One group: codes into `dst`, returns (scale, Σ codes).
-fn group_scalar(src: &[f32], dst: &mut [i8]) -> (f32, i32) {
+fn group_scalar(max: f32, src: &[f32], dst: &mut [i8]) -> (f32, i32) {
     let amax = src.iter().fold(0.0f32, |m, &v| m.max(v.abs()));
-    let (inv, scale) = factors(amax);
+    let (inv, scale) = factors(max, amax);
     let mut sum = 0i32;
     for (d, &v) in dst.iter_mut().zip(src) {
-        let q = (v * inv).round_ties_even().clamp(-127.0, 127.0) as i8;
+        let q = (v * inv).round_ties_even().clamp(-max, max) as i8;
         *d = q;
         sum += i32::from(q);
     }
@@ -121,7 +157,7 @@ mod x86 {
     /// AVX2 twin of `group_scalar`: the same amax (max is exact in any order), the same two
     /// divisions, and `vcvtps2dq`'s round-half-even on the same products.
     #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn group_avx2(src: &[f32], dst: &mut [i8]) -> (f32, i32) {
+    pub(super) unsafe fn group_avx2(max: f32, src: &[f32], dst: &mut [i8]) -> (f32, i32) {
         debug_assert_eq!(src.len(), dst.len());
         let n = src.len();
         let full = n / 8 * 8;
@@ -139,10 +175,10 @@ mod x86 {
         for &v in &src[full..] {
             amax = amax.max(v.abs());
         }
-        let (inv, scale) = factors(amax);
+        let (inv, scale) = factors(max, amax);
         let vinv = _mm256_set1_ps(inv);
-        let lo = _mm256_set1_ps(-127.0);
-        let hi = _mm256_set1_ps(127.0);
+        let lo = _mm256_set1_ps(-max);
+        let hi = _mm256_set1_ps(max);
         let mut vsum = _mm256_setzero_si256();
         let mut i = 0;
         while i < full {
@@ -161,7 +197,7 @@ mod x86 {
         _mm256_storeu_si256(sums.as_mut_ptr().cast(), vsum);
         let mut sum: i32 = sums.iter().sum();
         for (d, &v) in dst[full..].iter_mut().zip(&src[full..]) {
-            let q = (v * inv).round_ties_even().clamp(-127.0, 127.0) as i8;
+            let q = (v * inv).round_ties_even().clamp(-max, max) as i8;
             *d = q;
             sum += i32::from(q);
         }

@@ -4,10 +4,8 @@
 //! row-major panel of stride [`KC`]) and `MP` activation rows (the vector operand, packed as
 //! 32-bit words of four consecutive codes: step `s` (columns `4s..4s + 4`), lane `b` at
 //! `x[(s·MP + b)·4..]`), over `groups` whole groups of [`GROUP`] columns, applying each group's
-//! scales as it ends (module docs of [`super`]). A *wide* tile reads both operands as 16-bit
-//! codes instead: the weights from a 16-bit panel of the same stride, the activations as
-//! 32-bit words of two codes, half-step `j` (columns `2j, 2j + 1`), lane `b` at
-//! `x[(j·MP + b)·4..]`.
+//! scales as it ends (module docs of [`super`]). Unsigned tiles read the activations as
+//! `qx + bias` bytes and undo the bias with `−bias · Σ qw` per (row, group).
 
 use super::{CodeRange, Int8Isa, GROUP};
 
@@ -23,15 +21,13 @@ pub(crate) struct TileArgs {
     pub groups: usize,
     /// Weight codes: row `a`, column `c` at `w[a·KC + c]`.
     pub w: *const i8,
-    /// Weight scales, offsets and (unsigned tiles) `−128 · Σ codes`: row `a`, group `g` at
+    /// Weight scales, offsets and (unsigned tiles) `−bias · Σ codes`: row `a`, group `g` at
     /// `[a·gs + g]`.
     pub wscale: *const f32,
     pub woff: *const f32,
     pub wcorr: *const i32,
-    /// The weight codes widened to 16 bits (wide tiles): row `a`, column `c` at `w16[a·KC + c]`.
-    pub w16: *const i16,
     pub gs: usize,
-    /// Packed activation codes (see the module docs), `qx + 128` for unsigned tiles.
+    /// Packed activation codes (see the module docs), `qx + bias` for unsigned tiles.
     pub x: *const u8,
     /// Activation scales and `scale · Σ codes` per group and lane: `[g·MP + b]`.
     pub xscale: *const f32,
@@ -50,10 +46,8 @@ pub(crate) type TileFn = unsafe fn(&TileArgs);
 pub(crate) struct Int8Tile {
     pub mr: usize,
     pub mp: usize,
-    /// Whether activations are packed as `qx + 128` (u8) rather than `qx` (i8).
-    pub unsigned_x: bool,
-    /// Whether both operands are read as 16-bit codes (module docs).
-    pub wide: bool,
+    /// Activations are packed as `qx + x_bias` (u8; 0: signed `qx` as i8).
+    pub x_bias: i32,
     pub isa: Int8Isa,
     plain: TileFn,
     affine: TileFn,
@@ -65,7 +59,6 @@ impl Int8Tile {
         if !isa.is_available() {
             return None;
         }
-        let _ = range;
         let tile = match isa {
             #[cfg(target_arch = "x86_64")]
             Int8Isa::Avx512Vnni => {
@@ -73,8 +66,7 @@ impl Int8Tile {
                 Int8Tile {
                     mr: t::MR,
                     mp: t::MP,
-                    unsigned_x: true,
-                    wide: false,
+                    x_bias: 128,
                     isa,
                     plain: t::tile::<false>,
                     affine: t::tile::<true>,
@@ -86,8 +78,7 @@ impl Int8Tile {
                 Int8Tile {
                     mr: t::MR,
                     mp: t::MP,
-                    unsigned_x: true,
-                    wide: false,
+                    x_bias: 128,
                     isa,
                     plain: t::tile::<false>,
                     affine: t::tile::<true>,
@@ -99,8 +90,7 @@ impl Int8Tile {
                 Int8Tile {
                     mr: t::MR,
                     mp: t::MP,
-                    unsigned_x: true,
-                    wide: false,
+                    x_bias: 128,
                     isa,
                     plain: t::tile::<false>,
                     affine: t::tile::<true>,
@@ -112,8 +102,7 @@ impl Int8Tile {
                 Int8Tile {
                     mr: t::MR,
                     mp: t::MP,
-                    unsigned_x: true,
-                    wide: false,
+                    x_bias: 128,
                     isa,
                     plain: t::tile::<false>,
                     affine: t::tile::<true>,
@@ -121,12 +110,12 @@ impl Int8Tile {
             }
             #[cfg(target_arch = "x86_64")]
             Int8Isa::Avx2 => {
-                use super::tile_avx2::words as t;
+                use super::tile_avx2::bytes as t;
                 Int8Tile {
                     mr: t::MR,
                     mp: t::MP,
-                    unsigned_x: false,
-                    wide: true,
+                    // 7-bit activations (`CodeRange::activation_bits`): `qx + 64` ≤ 127.
+                    x_bias: 64,
                     isa,
                     plain: t::tile::<false>,
                     affine: t::tile::<true>,
@@ -135,8 +124,7 @@ impl Int8Tile {
             _ => Int8Tile {
                 mr: portable::MR,
                 mp: portable::MP,
-                unsigned_x: false,
-                wide: false,
+                x_bias: 0,
                 isa: Int8Isa::Portable,
                 plain: portable::tile::<false>,
                 affine: portable::tile::<true>,

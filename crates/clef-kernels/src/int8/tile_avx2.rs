@@ -1,16 +1,18 @@
 //! AVX2 integer tiles (no VNNI): `vpmaddubsw` multiplies unsigned by signed bytes and adds
 //! adjacent pairs into saturating 16-bit lanes, `vpmaddwd` against ones widens pairs of those to
-//! 32 bits. Three forms, by the weights' code range:
+//! 32 bits. Unsigned activations `qx + bias` times the signed codes, the bias undone exactly by
+//! the precomputed `−bias · Σ qw` per (row, group); the forms differ in how many steps of pair
+//! sums add up in 16 bits before widening:
 //!
-//! - `narrow` (ternary codes): unsigned activations `qx + 128` times the codes. A pair sum is at
-//!   most 2 · 255 · 1 = 510, so a whole group's 16 steps accumulate in 16 bits (≤ 8,160) before
-//!   one `vpmaddwd`: two instructions per 32 multiply-adds. The `+ 128` is undone exactly by the
-//!   precomputed `−128 · Σ qw` per (row, group).
-//! - `nibbles` (4-bit codes, 0..=15): the same with pair sums ≤ 7,650, so four steps add in 16
-//!   bits before each widening (1.05-1.1× widening every step, on Zen 4 at m = 128 and 512).
-//! - `words` (8-bit codes): both sides widened to 16 bits and multiplied by `vpmaddwd`, which
-//!   needs no sign handling (the sign trick, `|qw|` times `sign(qx, qw)`, measured 20 % slower
-//!   per multiply-add on Zen 4: its `vpsignb` and `vpabsb` take the multiply pipes).
+//! - `narrow` (ternary codes against `qx + 128`): a pair sum is at most 2 · 255 · 1 = 510, so a
+//!   whole group's 16 steps accumulate in 16 bits (≤ 8,160) before one `vpmaddwd`: two
+//!   instructions per 32 multiply-adds.
+//! - `nibbles`: four steps for 4-bit codes against `qx + 128`.
+//! - `bytes`: one step for 8-bit codes against 7-bit activations `qx + 64`. (For 8-bit
+//!   activations against 8-bit codes no unsigned form fits 16 bits; the routes that remain, the
+//!   sign trick `|qw|` times `sign(qx, qw)` and both operands widened to 16 bits for
+//!   `vpmaddwd`, measure 67.0 and 83.5 G multiply-adds/s on a Zen 4 core against this form's
+//!   116: `examples/avx2_int8_ceiling.rs`.)
 
 /// Shared group-end update: `c = fma(f32(dot), sw·sx, c)` (+ the offset term), as
 /// [`super::tile::finish_group`] computes it lane by lane.
@@ -83,9 +85,10 @@ pub(super) mod narrow {
     }
 }
 
-/// 4-bit codes (0..=15) against unsigned activations, MR × 16: pair sums ≤ 2 · 255 · 15 =
-/// 7,650, so four steps add up in 16 bits (≤ 30,600) before one `vpmaddwd` + `vpaddd` widens
-/// them: a quarter of the widening work of widening every step.
+/// 4-bit codes (0..=15) against `qx + 128`, 3 × 16: pair sums ≤ 2 · 255 · 15 = 7,650, so four
+/// steps add up in 16 bits (≤ 30,600) before one `vpmaddwd` + `vpaddd` widens them: a quarter of
+/// the widening work of widening every step (1.05-1.1× faster on Zen 4 at m = 128 and 512); 3
+/// rows, so that the 16-bit and 32-bit accumulators fit the 16 registers.
 pub(super) mod nibbles {
     use crate::int8::tile::{TileArgs, KC, STEPS};
     use crate::int8::GROUP;
@@ -139,31 +142,30 @@ pub(super) mod nibbles {
     }
 }
 
-/// Any int8 codes, widened to 16 bits on both sides, 6 × 16: `vpmaddwd` multiplies pairs of
-/// 16-bit codes into exact 32-bit sums, with no sign trick. Half the lanes of `vpmaddubsw`, but
-/// `vpsignb` and `vpabsb` compete with the multiplies for the same pipes: register-resident
-/// loops on a Zen 4 core measure 83.9 G multiply-adds/s for this shape against 67.1 for the
-/// sign trick's 4 × 16 (`examples/avx2_int8_ceiling.rs`; f32 FMA 54.3).
-pub(super) mod words {
+/// 8-bit codes (−127..=127) against 7-bit activations `qx + 64` (≤ 127), MR × 16: pair sums ≤
+/// 2 · 127 · 127 = 32,258 fit 16 bits, and each step's are widened at once (`vpmaddubsw`,
+/// `vpmaddwd`, `vpaddd`: three instructions per 32 multiply-adds, no sign handling). The
+/// `+ 64` is undone by `−64 · Σ qw` at the group's end.
+pub(super) mod bytes {
     use crate::int8::tile::{TileArgs, KC, STEPS};
     use crate::int8::GROUP;
     use std::arch::x86_64::*;
 
-    pub(crate) const MR: usize = 6;
+    pub(crate) const MR: usize = 5;
     const NV: usize = 2;
     pub(crate) const MP: usize = 8 * NV;
 
     /// # Safety
-    /// AVX2 must be available and `t` must satisfy [`crate::int8::tile::Int8Tile::run`] for a
-    /// wide tile.
+    /// AVX2 must be available, `t` must satisfy [`crate::int8::tile::Int8Tile::run`] and every
+    /// packed activation byte must be at most 127.
     #[target_feature(enable = "avx2,fma")]
     pub(crate) unsafe fn tile<const AFFINE: bool>(t: &TileArgs) {
+        let ones = _mm256_set1_epi16(1);
         for g in 0..t.groups {
             let mut acc = [[_mm256_setzero_si256(); NV]; MR];
-            let mut xp = t.x.add(g * 2 * STEPS * MP * 4);
-            let mut wp = t.w16.add(g * GROUP);
-            // half-steps: two columns (one 16-bit pair) each
-            for _ in 0..2 * STEPS {
+            let mut xp = t.x.add(g * STEPS * MP * 4);
+            let mut wp = t.w.add(g * GROUP);
+            for _ in 0..STEPS {
                 let xv = [
                     _mm256_loadu_si256(xp.cast()),
                     _mm256_loadu_si256(xp.add(32).cast()),
@@ -171,14 +173,17 @@ pub(super) mod words {
                 for (a, row) in acc.iter_mut().enumerate() {
                     let wb = _mm256_set1_epi32(wp.add(a * KC).cast::<i32>().read_unaligned());
                     for (r, &x) in row.iter_mut().zip(&xv) {
-                        *r = _mm256_add_epi32(*r, _mm256_madd_epi16(x, wb));
+                        let pairs = _mm256_maddubs_epi16(x, wb);
+                        *r = _mm256_add_epi32(*r, _mm256_madd_epi16(pairs, ones));
                     }
                 }
                 xp = xp.add(MP * 4);
-                wp = wp.add(2);
+                wp = wp.add(4);
             }
             for (a, row) in acc.iter().enumerate() {
-                for (v, &dot) in row.iter().enumerate() {
+                let corr = _mm256_set1_epi32(*t.wcorr.add(a * t.gs + g));
+                for (v, &r) in row.iter().enumerate() {
+                    let dot = _mm256_add_epi32(r, corr);
                     super::finish_group_avx2!(t, dot, a, v, g, MP, AFFINE);
                 }
             }
