@@ -50,23 +50,27 @@ pub(crate) fn nibbles(isa: Isa, src: &[u8], out: &mut [i8]) {
     }
 }
 
-/// Whole groups of 2-bit planes ([`PLANE_BYTES`] each) to codes `digit − 1` ∈ {−1, 0, +1}.
-pub(crate) fn planes(isa: Isa, src: &[u8], out: &mut [i8]) {
+/// Whole groups of 2-bit planes ([`PLANE_BYTES`] each) to codes `digit − 1` ∈ {−1, 0, +1},
+/// and each group's code sum into `sums` (one per group): taken from the digits while they are
+/// in registers, it saves the unsigned tiles' separate [`group_sums`] pass over the codes.
+pub(crate) fn planes(isa: Isa, src: &[u8], out: &mut [i8], sums: &mut [i32]) {
     let groups = out.len() / GROUP;
     assert!(out.len() == groups * GROUP && src.len() >= groups * PLANE_BYTES);
+    assert_eq!(sums.len(), groups);
     #[cfg(target_arch = "x86_64")]
     if simd(isa) {
         // SAFETY: AVX2 checked; extents asserted above.
-        unsafe { x86::planes(src, out) };
+        unsafe { x86::planes(src, out, sums) };
         return;
     }
     let _ = isa;
-    for (g, block) in out.chunks_exact_mut(GROUP).enumerate() {
+    for ((g, block), sum) in out.chunks_exact_mut(GROUP).enumerate().zip(sums) {
         let bytes = &src[g * PLANE_BYTES..(g + 1) * PLANE_BYTES];
         for (c, o) in block.iter_mut().enumerate() {
             let (j, plane) = (c % PLANE_BYTES, c / PLANE_BYTES);
             *o = ((bytes[j] >> (2 * plane)) & 3) as i8 - 1;
         }
+        *sum = block.iter().map(|&c| i32::from(c)).sum();
     }
 }
 
@@ -113,11 +117,14 @@ mod x86 {
         blocks * 64
     }
 
+    /// Σ codes = Σ digits − 64: the four planes' digits (≤ 3 each) add up bytewise (≤ 12),
+    /// then `vpsadbw` sums the 16 bytes into two 64-bit halves.
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn planes(src: &[u8], out: &mut [i8]) {
+    pub(super) unsafe fn planes(src: &[u8], out: &mut [i8], sums: &mut [i32]) {
         let mask = _mm_set1_epi8(3);
         let one = _mm_set1_epi8(1);
-        for g in 0..out.len() / GROUP {
+        let zero = _mm_setzero_si128();
+        for (g, sum) in sums.iter_mut().enumerate().take(out.len() / GROUP) {
             let v = _mm_loadu_si128(src.as_ptr().add(g * PLANE_BYTES).cast());
             let dst = out.as_mut_ptr().add(g * GROUP);
             let p0 = _mm_and_si128(v, mask);
@@ -128,6 +135,10 @@ mod x86 {
             _mm_storeu_si128(dst.add(16).cast(), _mm_sub_epi8(p1, one));
             _mm_storeu_si128(dst.add(32).cast(), _mm_sub_epi8(p2, one));
             _mm_storeu_si128(dst.add(48).cast(), _mm_sub_epi8(p3, one));
+            let digits = _mm_add_epi8(_mm_add_epi8(p0, p1), _mm_add_epi8(p2, p3));
+            let halves = _mm_sad_epu8(digits, zero);
+            let total = _mm_cvtsi128_si64(halves) + _mm_extract_epi64::<1>(halves);
+            *sum = total as i32 - GROUP as i32;
         }
     }
 }
@@ -158,9 +169,11 @@ mod tests {
 
                 let g = bytes.len() / PLANE_BYTES;
                 let (mut want, mut got) = (vec![0i8; g * GROUP], vec![0i8; g * GROUP]);
-                planes(Isa::Scalar, &bytes, &mut want);
-                planes(isa, &bytes, &mut got);
+                let (mut want_sums, mut got_sums) = (vec![0; g], vec![-1; g]);
+                planes(Isa::Scalar, &bytes, &mut want, &mut want_sums);
+                planes(isa, &bytes, &mut got, &mut got_sums);
                 prop_assert_eq!(&got, &want);
+                prop_assert_eq!(&got_sums, &want_sums);
             }
         }
     }

@@ -101,6 +101,7 @@ pub fn matmul_int8_reference<W: Int8Weights + ?Sized>(x: &[f32], m: usize, w: &W
     let mut codes = vec![0i8; stride];
     let mut scales = vec![0.0f32; groups];
     let mut offsets = vec![0.0f32; groups];
+    let mut sums = vec![0i32; groups];
     let affine = w.has_offsets();
     for j in 0..n {
         if k > 0 {
@@ -109,6 +110,7 @@ pub fn matmul_int8_reference<W: Int8Weights + ?Sized>(x: &[f32], m: usize, w: &W
                 ld: stride,
                 scales: &mut scales,
                 offsets: &mut offsets,
+                sums: &mut sums,
                 gs: groups,
             };
             w.decode_int8(j, 1, 0, k, &mut panel);
@@ -402,6 +404,7 @@ fn block<W: Int8Weights + ?Sized>(
                 ld: KC,
                 scales: &mut s.scales,
                 offsets: &mut s.offsets,
+                sums: &mut s.corr,
                 gs: gpk,
             };
             w.decode_int8(r0, nr, c0, ncols, &mut panel);
@@ -413,9 +416,12 @@ fn block<W: Int8Weights + ?Sized>(
             }
         }
         if tile.x_bias != 0 {
+            let given = w.writes_sums();
             for r in 0..nr {
                 let sums = &mut s.corr[r * gpk..r * gpk + ng];
-                group_sums(tile.isa.f32_level(), &s.codes[r * KC..r * KC + kc], sums);
+                if !given {
+                    group_sums(tile.isa.f32_level(), &s.codes[r * KC..r * KC + kc], sums);
+                }
                 for v in sums {
                     *v *= -tile.x_bias;
                 }

@@ -76,12 +76,14 @@ impl CodeRange {
 
 /// One decoded weight panel: `nrows` rows of int8 codes (`codes[r·ld + c]`) and per (row, group)
 /// scales and offsets (`scales[r·gs + g]`, `offsets[r·gs + g]`; offsets only for formats with
-/// [`Int8Weights::has_offsets`]).
+/// [`Int8Weights::has_offsets`]) and code sums (`sums[r·gs + g]`, only for formats with
+/// [`Int8Weights::writes_sums`]).
 pub struct Int8Panel<'a> {
     pub codes: &'a mut [i8],
     pub ld: usize,
     pub scales: &'a mut [f32],
     pub offsets: &'a mut [f32],
+    pub sums: &'a mut [i32],
     pub gs: usize,
 }
 
@@ -96,9 +98,15 @@ pub trait Int8Weights: Sync {
     fn has_offsets(&self) -> bool {
         false
     }
+    /// Whether [`Int8Weights::decode_int8`] also writes each group's code sum (which the
+    /// unsigned tiles need), cheaper than a pass over the decoded codes; otherwise the driver
+    /// computes them.
+    fn writes_sums(&self) -> bool {
+        false
+    }
     /// Decodes rows `row0..row0 + nrows`, columns `col0..col0 + ncols` (`col0` a multiple of
     /// [`GROUP`]) into `panel`: codes at `panel.codes[r·ld + (c − col0)]`, and for each of the
-    /// `ncols.div_ceil(GROUP)` groups its scale (and offset) at `[r·gs + g]`.
+    /// `ncols.div_ceil(GROUP)` groups its scale (and offset, and code sum) at `[r·gs + g]`.
     fn decode_int8(
         &self,
         row0: usize,

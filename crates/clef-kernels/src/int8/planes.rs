@@ -103,6 +103,10 @@ impl Int8Weights for TernaryInt8<'_> {
         CodeRange::Ternary
     }
 
+    fn writes_sums(&self) -> bool {
+        true
+    }
+
     fn prefetch_int8(&self, row0: usize, nrows: usize, col0: usize, ncols: usize) {
         let p = self.planes;
         let row_len = p.groups * PLANE_BYTES;
@@ -135,12 +139,14 @@ impl Int8Weights for TernaryInt8<'_> {
         // Whole groups are written: the padding columns of a partial last group decode to 0.
         assert!(panel.ld >= ng * GROUP && panel.codes.len() >= (nrows - 1) * panel.ld + ng * GROUP);
         assert!(panel.gs >= ng && panel.scales.len() >= (nrows - 1) * panel.gs + ng);
+        assert!(panel.sums.len() >= (nrows - 1) * panel.gs + ng);
         let isa = Isa::detect();
         let row_len = p.groups * PLANE_BYTES;
         for r in 0..nrows {
             let src = &p.bytes[(row0 + r) * row_len + g0 * PLANE_BYTES..];
             let out = &mut panel.codes[r * panel.ld..r * panel.ld + ng * GROUP];
-            decode::planes(isa, src, out);
+            let sums = &mut panel.sums[r * panel.gs..r * panel.gs + ng];
+            decode::planes(isa, src, out, sums);
             let scales = self.view.row_scales(row0 + r);
             for g in 0..ng {
                 panel.scales[r * panel.gs + g] = bf16_at(scales, g0 + g);
