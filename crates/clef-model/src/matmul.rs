@@ -10,8 +10,9 @@ pub enum MatmulMode {
     /// f32 activations times the weights decoded to f32: the same bytes as the release
     /// arithmetic would give for the same weights.
     Exact,
-    /// Activations quantized to int8 per group of 64 columns, integer dot products against the
-    /// weights' codes, one float scale per group.
+    /// Activations quantized to signed codes per group of 64 columns (8 bits; 7 against 8-bit
+    /// weight codes), integer dot products against the weights' codes, one float scale per
+    /// group.
     Int8,
 }
 
