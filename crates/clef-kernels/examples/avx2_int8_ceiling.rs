@@ -28,6 +28,12 @@ mod loops {
         x
     }
 
+    /// `a + Σ pairs`: the 16-bit pair sums of `vpmaddubsw` widened to 32 bits and added.
+    #[inline(always)]
+    unsafe fn widen_add(a: __m256i, pairs: __m256i) -> __m256i {
+        _mm256_add_epi32(a, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))
+    }
+
     /// Steps of one sweep over the operands (each step: 2 vector loads, 4 broadcasts).
     const STEPS: usize = 64;
 
@@ -75,7 +81,7 @@ mod loops {
         i8,
         |x, wb, a| {
             let p = _mm256_maddubs_epi16(_mm256_abs_epi8(wb), _mm256_sign_epi8(x, wb));
-            _mm256_add_epi32(*a, _mm256_madd_epi16(p, _mm256_set1_epi16(1)))
+            widen_add(*a, p)
         }
     );
     tile!(
@@ -88,7 +94,7 @@ mod loops {
         |x, wb, a| {
             // `wb` stands in for a precomputed |w| (the values do not matter for the timing)
             let p = _mm256_maddubs_epi16(wb, _mm256_sign_epi8(x, wb));
-            _mm256_add_epi32(*a, _mm256_madd_epi16(p, _mm256_set1_epi16(1)))
+            widen_add(*a, p)
         }
     );
     tile!(
@@ -98,10 +104,7 @@ mod loops {
         _mm256_setzero_si256(),
         same,
         i8,
-        |x, wb, a| {
-            let p = _mm256_maddubs_epi16(x, wb);
-            _mm256_add_epi32(*a, _mm256_madd_epi16(p, _mm256_set1_epi16(1)))
-        }
+        |x, wb, a| widen_add(*a, _mm256_maddubs_epi16(x, wb))
     );
     tile!(
         words,
@@ -120,10 +123,7 @@ mod loops {
         _mm256_setzero_si256(),
         same,
         i8,
-        |x, wb, a| {
-            let p = _mm256_maddubs_epi16(x, wb);
-            _mm256_add_epi32(*a, _mm256_madd_epi16(p, _mm256_set1_epi16(1)))
-        }
+        |x, wb, a| widen_add(*a, _mm256_maddubs_epi16(x, wb))
     );
     tile!(
         words6,

@@ -86,14 +86,15 @@ impl Int8Tile {
             }
             #[cfg(target_arch = "x86_64")]
             Int8Isa::Avx2 if range == CodeRange::Ternary => {
-                use super::tile_avx2::narrow as t;
+                use super::tile_avx2::bytes as t;
+                const MR: usize = 6;
                 Int8Tile {
-                    mr: t::MR,
+                    mr: MR,
                     mp: t::MP,
                     x_bias: 128,
                     isa,
-                    plain: t::tile::<false>,
-                    affine: t::tile::<true>,
+                    plain: t::tile::<MR, false, false>,
+                    affine: t::tile::<MR, false, true>,
                 }
             }
             #[cfg(target_arch = "x86_64")]
@@ -111,14 +112,15 @@ impl Int8Tile {
             #[cfg(target_arch = "x86_64")]
             Int8Isa::Avx2 => {
                 use super::tile_avx2::bytes as t;
+                const MR: usize = 5;
                 Int8Tile {
-                    mr: t::MR,
+                    mr: MR,
                     mp: t::MP,
                     // 7-bit activations (`CodeRange::activation_bits`): `qx + 64` ≤ 127.
                     x_bias: 64,
                     isa,
-                    plain: t::tile::<false>,
-                    affine: t::tile::<true>,
+                    plain: t::tile::<MR, true, false>,
+                    affine: t::tile::<MR, true, true>,
                 }
             }
             _ => Int8Tile {

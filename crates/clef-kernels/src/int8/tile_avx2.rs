@@ -4,11 +4,9 @@
 //! the precomputed `−bias · Σ qw` per (row, group); the forms differ in how many steps of pair
 //! sums add up in 16 bits before widening:
 //!
-//! - `narrow` (ternary codes against `qx + 128`): a pair sum is at most 2 · 255 · 1 = 510, so a
-//!   whole group's 16 steps accumulate in 16 bits (≤ 8,160) before one `vpmaddwd`: two
-//!   instructions per 32 multiply-adds.
+//! - `bytes`, ternary codes against `qx + 128`: a whole group (16 steps; pair sums ≤ 510).
 //! - `nibbles`: four steps for 4-bit codes against `qx + 128`.
-//! - `bytes`: one step for 8-bit codes against 7-bit activations `qx + 64`. (For 8-bit
+//! - `bytes`, 8-bit codes against 7-bit activations `qx + 64`: one step. (For 8-bit
 //!   activations against 8-bit codes no unsigned form fits 16 bits; the routes that remain, the
 //!   sign trick `|qw|` times `sign(qx, qw)` and both operands widened to 16 bits for
 //!   `vpmaddwd`, measure 67.0 and 83.5 G multiply-adds/s on a Zen 4 core against this form's
@@ -38,52 +36,6 @@ macro_rules! finish_group_avx2 {
     }};
 }
 pub(crate) use finish_group_avx2;
-
-/// Ternary codes against unsigned activations, 6 × 16: pair sums (≤ 510) add up in 16 bits over
-/// a whole group.
-pub(super) mod narrow {
-    use crate::int8::tile::{TileArgs, KC, STEPS};
-    use crate::int8::GROUP;
-    use std::arch::x86_64::*;
-
-    pub(crate) const MR: usize = 6;
-    const NV: usize = 2;
-    pub(crate) const MP: usize = 8 * NV;
-
-    /// # Safety
-    /// AVX2 must be available, `t` must satisfy [`crate::int8::tile::Int8Tile::run`] and every
-    /// code must be −1, 0 or +1.
-    #[target_feature(enable = "avx2,fma")]
-    pub(crate) unsafe fn tile<const AFFINE: bool>(t: &TileArgs) {
-        let ones = _mm256_set1_epi16(1);
-        for g in 0..t.groups {
-            let mut acc = [[_mm256_setzero_si256(); NV]; MR];
-            let mut xp = t.x.add(g * STEPS * MP * 4);
-            let mut wp = t.w.add(g * GROUP);
-            for _ in 0..STEPS {
-                let xv = [
-                    _mm256_loadu_si256(xp.cast()),
-                    _mm256_loadu_si256(xp.add(32).cast()),
-                ];
-                for (a, row) in acc.iter_mut().enumerate() {
-                    let wb = _mm256_set1_epi32(wp.add(a * KC).cast::<i32>().read_unaligned());
-                    for (r, &x) in row.iter_mut().zip(&xv) {
-                        *r = _mm256_add_epi16(*r, _mm256_maddubs_epi16(x, wb));
-                    }
-                }
-                xp = xp.add(MP * 4);
-                wp = wp.add(4);
-            }
-            for (a, row) in acc.iter().enumerate() {
-                let corr = _mm256_set1_epi32(*t.wcorr.add(a * t.gs + g));
-                for (v, &r) in row.iter().enumerate() {
-                    let dot = _mm256_add_epi32(_mm256_madd_epi16(r, ones), corr);
-                    super::finish_group_avx2!(t, dot, a, v, g, MP, AFFINE);
-                }
-            }
-        }
-    }
-}
 
 /// 4-bit codes (0..=15) against `qx + 128`, 3 × 16: pair sums ≤ 2 · 255 · 15 = 7,650, so four
 /// steps add up in 16 bits (≤ 30,600) before one `vpmaddwd` + `vpaddd` widens them: a quarter of
@@ -142,26 +94,36 @@ pub(super) mod nibbles {
     }
 }
 
-/// 8-bit codes (−127..=127) against 7-bit activations `qx + 64` (≤ 127), MR × 16: pair sums ≤
-/// 2 · 127 · 127 = 32,258 fit 16 bits, and each step's are widened at once (`vpmaddubsw`,
-/// `vpmaddwd`, `vpaddd`: three instructions per 32 multiply-adds, no sign handling). The
-/// `+ 64` is undone by `−64 · Σ qw` at the group's end.
+/// One step of pair sums at a time against unsigned activations, `MR` × 16, in two forms:
+///
+/// - ternary codes against `qx + 128` (6 rows, `WIDEN_EACH_STEP = false`): a pair sum is at most
+///   2 · 255 · 1 = 510, so a whole group's 16 steps add up in 16 bits (≤ 8,160) before one
+///   `vpmaddwd`: two instructions per 32 multiply-adds;
+/// - 8-bit codes (−127..=127) against 7-bit activations `qx + 64` ≤ 127 (5 rows, `true`): pair
+///   sums ≤ 2 · 127 · 127 = 32,258 fit 16 bits only one step at a time, so each step's are
+///   widened at once (`vpmaddubsw`, `vpmaddwd`, `vpaddd`: three instructions per 32
+///   multiply-adds). 5 rows: 6 spill an accumulator per step.
+///
+/// The bias is undone by `−bias · Σ qw` at the group's end.
 pub(super) mod bytes {
     use crate::int8::tile::{TileArgs, KC, STEPS};
     use crate::int8::GROUP;
     use std::arch::x86_64::*;
 
-    pub(crate) const MR: usize = 5;
     const NV: usize = 2;
     pub(crate) const MP: usize = 8 * NV;
 
     /// # Safety
-    /// AVX2 must be available, `t` must satisfy [`crate::int8::tile::Int8Tile::run`] and every
-    /// packed activation byte must be at most 127.
+    /// AVX2 must be available, `t` must satisfy [`crate::int8::tile::Int8Tile::run`], and the
+    /// pair sums of the codes against the packed activations must fit 16 bits over a whole
+    /// group (`WIDEN_EACH_STEP = false`) or over one step (`true`), as the forms above do.
     #[target_feature(enable = "avx2,fma")]
-    pub(crate) unsafe fn tile<const AFFINE: bool>(t: &TileArgs) {
+    pub(crate) unsafe fn tile<const MR: usize, const WIDEN_EACH_STEP: bool, const AFFINE: bool>(
+        t: &TileArgs,
+    ) {
         let ones = _mm256_set1_epi16(1);
         for g in 0..t.groups {
+            // 32-bit sums when widening each step, 16-bit pair sums otherwise.
             let mut acc = [[_mm256_setzero_si256(); NV]; MR];
             let mut xp = t.x.add(g * STEPS * MP * 4);
             let mut wp = t.w.add(g * GROUP);
@@ -174,7 +136,11 @@ pub(super) mod bytes {
                     let wb = _mm256_set1_epi32(wp.add(a * KC).cast::<i32>().read_unaligned());
                     for (r, &x) in row.iter_mut().zip(&xv) {
                         let pairs = _mm256_maddubs_epi16(x, wb);
-                        *r = _mm256_add_epi32(*r, _mm256_madd_epi16(pairs, ones));
+                        *r = if WIDEN_EACH_STEP {
+                            _mm256_add_epi32(*r, _mm256_madd_epi16(pairs, ones))
+                        } else {
+                            _mm256_add_epi16(*r, pairs)
+                        };
                     }
                 }
                 xp = xp.add(MP * 4);
@@ -183,7 +149,12 @@ pub(super) mod bytes {
             for (a, row) in acc.iter().enumerate() {
                 let corr = _mm256_set1_epi32(*t.wcorr.add(a * t.gs + g));
                 for (v, &r) in row.iter().enumerate() {
-                    let dot = _mm256_add_epi32(r, corr);
+                    let sums = if WIDEN_EACH_STEP {
+                        r
+                    } else {
+                        _mm256_madd_epi16(r, ones)
+                    };
+                    let dot = _mm256_add_epi32(sums, corr);
                     super::finish_group_avx2!(t, dot, a, v, g, MP, AFFINE);
                 }
             }
