@@ -4,6 +4,7 @@
 //! machine's FMA peak.
 
 use crate::config::{HeadConfig, LayerKind, ModelConfig};
+use crate::head::mha::MemoryRoute;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct FlopCount {
@@ -13,8 +14,8 @@ pub struct FlopCount {
     pub scan: f64,
     /// Causal softmax attention (QKᵀ and PV).
     pub attention: f64,
-    /// The joint schema head's per-row work (memory projection, memory keys/values and the
-    /// option/field attentions over the memory).
+    /// The joint schema head's per-row work: the memory projection, and the option and field
+    /// attentions over the memory by the route the head takes for them.
     pub head: f64,
 }
 
@@ -74,13 +75,13 @@ pub fn prefill_flops(
         }
     }
     let w = head.width as f64;
-    let memory_attn = (head.routing_layers + head.layers) as f64;
     c.head += l * 2.0 * h * w; // memory projection
-    c.head += memory_attn * l * 2.0 * 2.0 * w * w; // keys and values of the memory
-    c.head += l
-        * 4.0
-        * w
-        * (head.routing_layers as f64 * options as f64 + head.layers as f64 * questions as f64);
+    let over_memory = |queries: usize| {
+        let route = MemoryRoute::cheaper(queries, len, head.width, head.heads);
+        2.0 * route.multiply_adds(queries, len, head.width, head.heads)
+    };
+    c.head += head.routing_layers as f64 * over_memory(options);
+    c.head += head.layers as f64 * over_memory(questions);
     c
 }
 
@@ -100,5 +101,29 @@ mod tests {
         let c = prefill_flops(&cfg, &head, 1, 1, 2);
         // model.md §3.6: ≈ 14 GFLOP per token for the Flash trunk.
         assert!((c.linear / 1e9 - 14.0).abs() < 1.0, "{}", c.linear / 1e9);
+    }
+
+    /// The head's memory work is counted by the route it runs: folded for one question with
+    /// two options over 2,048 rows, projected for routing 500 options over the same rows.
+    #[test]
+    fn head_work_follows_the_memory_route() {
+        let v = crate::synth::config_json(&crate::synth::SynthOptions {
+            preset: crate::synth::Preset::Flash,
+            layers: Some(4),
+            seed: 0,
+        });
+        let cfg: ModelConfig = serde_json::from_value(v).unwrap();
+        let head = crate::synth::head_config(crate::synth::Preset::Flash);
+        let (l, h, w, heads) = (2048.0, head.hidden_size as f64, head.width as f64, 16.0);
+        let projection = l * 2.0 * h * w;
+        let folded = |q: f64| 2.0 * (2.0 * q * w * w + 2.0 * heads * q * l * w);
+        let projected = |q: f64| 2.0 * (2.0 * l * w * w + 2.0 * q * l * w);
+        assert_eq!(head.heads, 16);
+        let few = prefill_flops(&cfg, &head, 2048, 1, 2).head;
+        let want = projection + 2.0 * folded(2.0) + 4.0 * folded(1.0);
+        assert!((few - want).abs() <= 1e-9 * want, "{few} vs {want}");
+        let many = prefill_flops(&cfg, &head, 2048, 1, 500).head;
+        let want = projection + 2.0 * projected(500.0) + 4.0 * folded(1.0);
+        assert!((many - want).abs() <= 1e-9 * want, "{many} vs {want}");
     }
 }

@@ -208,10 +208,9 @@ impl JointHead {
         // Routing: every option attends to the (normalised) memory independently.
         for r in &self.routing {
             let mn = r.memory_norm.apply(&inp.memory, w);
-            let (k, v) = r.attention.keys_values(&mn, l)?;
-            drop(mn);
             let zq = r.query_norm.apply(&z, w);
-            let att = r.attention.attend(&zq, n, &k, &v, l)?;
+            let att = r.attention.attend_memory(&zq, n, &mn, l)?;
+            drop(mn);
             add(&mut z, &att);
             let ffo = r.ff.apply(&r.ff_norm.apply(&z, w), n)?;
             add(&mut z, &ffo);
@@ -256,8 +255,7 @@ impl JointHead {
             let sa = jl.self_attn.attend(&x, nq, &k, &v, nq)?;
             add(&mut fields, &sa);
             let x = jl.norm2.apply(&fields, w);
-            let (k, v) = jl.cross_attn.keys_values(&inp.memory, l)?;
-            let ca = jl.cross_attn.attend(&x, nq, &k, &v, l)?;
+            let ca = jl.cross_attn.attend_memory(&x, nq, &inp.memory, l)?;
             add(&mut fields, &ca);
             let ffo = jl.ff.apply(&jl.norm3.apply(&fields, w), nq)?;
             add(&mut fields, &ffo);
