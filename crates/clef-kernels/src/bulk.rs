@@ -18,7 +18,7 @@ fn sigmoid_f32(x: f32) -> f32 {
 }
 
 #[inline(always)]
-fn silu_f32(x: f32) -> f32 {
+pub(crate) fn silu_f32(x: f32) -> f32 {
     x / (1.0 + exp_poly(-x))
 }
 

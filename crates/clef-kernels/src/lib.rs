@@ -51,6 +51,6 @@ pub use isa::Isa;
 pub use matmul::{
     matmul, matmul_bias, matmul_bias_scalar, matmul_panels, matmul_scalar, matmul_with_isa,
 };
-pub use norm::{l2_normalize, layer_norm, rms_norm, rms_norm_gated};
+pub use norm::{l2_normalize, layer_norm, rms_norm, rms_norm_gated, rms_norm_gated_with_isa};
 pub use peak::{measure_fma_peak_gflops, measure_int8_peak_gops};
 pub use weights::{PanelDecode, WeightData, WeightView};
