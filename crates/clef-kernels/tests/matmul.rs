@@ -151,6 +151,48 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(40))]
+
+    /// A few activation rows (at most one micro-tile's broadcast rows: the head's options and
+    /// questions, a prefill's last chunk) take their own pass, with the roles of weights and
+    /// activations swapped. Each output must keep the bits it has when the same row runs among
+    /// many (the many-row pass), on every ISA and with and without a bias: chunk sizes and the
+    /// number of options never change an answer.
+    #[test]
+    fn few_rows_give_the_bits_of_many(
+        m in 1usize..=12,
+        rows in 1usize..=140,
+        cols in 1usize..=900,
+        dtype in dtype_strategy(),
+        offset in 0usize..=3,
+        seed in any::<u64>(),
+    ) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        // 40 rows more than any tile's broadcast rows, the first m being the few.
+        let many = m + 40;
+        let x = random_vec(&mut rng, many * cols);
+        let stored = Stored::new(random_vec(&mut rng, rows * cols), dtype, offset);
+        let w = stored.view(rows, cols);
+        let bias = random_vec(&mut rng, rows);
+        let start = random_vec(&mut rng, many * rows);
+        for isa in Isa::available() {
+            let mut all = vec![f32::NAN; many * rows];
+            matmul_with_isa(isa, &x, many, &w, &mut all).expect("available ISA");
+            let mut few = vec![f32::NAN; m * rows];
+            matmul_with_isa(isa, &x[..m * cols], m, &w, &mut few).expect("available ISA");
+            let same = few.iter().zip(&all).all(|(a, b)| a.to_bits() == b.to_bits());
+            prop_assert!(same, "{isa:?}: {m} rows differ from the same rows among {many}");
+        }
+        let mut all = start.clone();
+        matmul_bias(&x, many, &w, Some(&bias), &mut all);
+        let mut few = start[..m * rows].to_vec();
+        matmul_bias(&x[..m * cols], m, &w, Some(&bias), &mut few);
+        let same = few.iter().zip(&all).all(|(a, b)| a.to_bits() == b.to_bits());
+        prop_assert!(same, "with a bias: {m} rows differ from the same rows among {many}");
+    }
+}
+
 #[test]
 fn results_do_not_depend_on_the_thread_count() {
     let mut rng = StdRng::seed_from_u64(7);

@@ -52,6 +52,8 @@ pub(crate) fn gemm_weights<W: PanelDecode + ?Sized>(
         let ys = &mut y[m0 * n..(m0 + mc) * n];
         if k == 0 {
             store_rows(ys, n, &[], 0, &[], bias, accumulate);
+        } else if mc <= kernel.mr {
+            pass_few_rows(kernel, xs, mc, w, bias, ys, accumulate);
         } else {
             pass(kernel, xs, mc, w, bias, ys, accumulate);
         }
@@ -141,6 +143,87 @@ fn pass<W: PanelDecode + ?Sized>(
             });
         });
     scratch::give(xp);
+
+    let spans: Vec<(usize, usize)> = (0..blocks).map(span).collect();
+    store_rows(y, n, &tiles, chunk, &spans, bias, accumulate);
+    scratch::give(tiles);
+}
+
+/// One pass over at most `kernel.mr` activation rows (the joint head's option and question
+/// rows, the tail of a prefill): the roles of [`pass`] swapped. There, every weight element is
+/// broadcast against a vector of activation rows that is mostly padding; here the activation
+/// rows are the broadcast operand (all of them fit in one micro-tile) and the weight rows, decoded
+/// and transposed into `[KC × mp]` panels, are the vector operand, so each tile step covers `mp`
+/// weight rows instead of `mr`. Every output is still one multiply-add chain over k in order, the
+/// same products in the same order as in [`pass`] (the tile's fused or separate multiply-add is
+/// commutative in its factors), so the bits do not depend on which pass ran.
+fn pass_few_rows<W: PanelDecode + ?Sized>(
+    kernel: TileKernel,
+    x: &[f32],
+    mc: usize,
+    w: &W,
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+    accumulate: bool,
+) {
+    let (n, k) = (w.rows(), w.cols());
+    let (mr, mp) = (kernel.mr, kernel.mp);
+    debug_assert!(mc <= mr);
+    let kblocks = k.div_ceil(KC);
+
+    // Activations as the broadcast operand: [kb][mr][KC], rows past mc zero (columns past a
+    // block's depth are never read).
+    let mut xa = scratch::take(kblocks * mr * KC);
+    for kb in 0..kblocks {
+        let c0 = kb * KC;
+        let kc = KC.min(k - c0);
+        for i in 0..mc {
+            let at = (kb * mr + i) * KC;
+            xa[at..at + kc].copy_from_slice(&x[i * k + c0..i * k + c0 + kc]);
+        }
+    }
+
+    let groups = n.div_ceil(mp);
+    let blocks = plan_blocks(groups, rayon::current_num_threads());
+    let block_range = |b: usize| (groups * b / blocks, groups * (b + 1) / blocks);
+    let span = |b: usize| {
+        let (g0, g1) = block_range(b);
+        (g0 * mp, (g1 * mp).min(n) - g0 * mp)
+    };
+    // Block b writes its result, [mc × nr] row-major, to the front of chunk b.
+    let chunk = mc * groups.div_ceil(blocks) * mp;
+    let mut tiles = scratch::take(blocks * chunk);
+    tiles
+        .par_chunks_mut(chunk)
+        .enumerate()
+        .for_each(|(b, out)| {
+            let (g0, g1) = block_range(b);
+            let (r0, nr) = span(b);
+            let nrpad = (g1 - g0) * mp;
+            with_block_scratch(|wp, ct| {
+                // The decoded rows [nrpad × KC], then their transposed panels [group][KC][mp].
+                // Padding rows must be zero; every other element read is written first.
+                wp.resize(wp.len().max(2 * nrpad * KC), 0.0);
+                let (decoded, panels) = wp.split_at_mut(nrpad * KC);
+                decoded[nr * KC..].fill(0.0);
+                ct.resize(ct.len().max(mr * nrpad), 0.0);
+                let xkb = |kb: usize| &xa[kb * mr * KC..(kb + 1) * mr * KC];
+                for kb in 0..kblocks {
+                    let c0 = kb * KC;
+                    let kc = KC.min(k - c0);
+                    w.decode_panel(kernel.isa, r0, nr, c0, kc, decoded, KC);
+                    for g in 0..g1 - g0 {
+                        let panel = &mut panels[g * KC * mp..(g + 1) * KC * mp];
+                        transpose(kernel.isa, &decoded[g * mp * KC..], KC, mp, kc, panel, mp);
+                        kernel.run(kc, xkb(kb), panel, mp, &mut ct[g * mp..], nrpad, kb > 0);
+                    }
+                }
+                for (i, dst) in out.chunks_exact_mut(nr).take(mc).enumerate() {
+                    dst.copy_from_slice(&ct[i * nrpad..i * nrpad + nr]);
+                }
+            });
+        });
+    scratch::give(xa);
 
     let spans: Vec<(usize, usize)> = (0..blocks).map(span).collect();
     store_rows(y, n, &tiles, chunk, &spans, bias, accumulate);
