@@ -84,69 +84,50 @@ fn pass<W: PanelDecode + ?Sized>(
         .enumerate()
         .for_each(|(kb, chunk)| pack_x_block(x, mc, k, kb, mp, chunk));
 
-    let groups = n.div_ceil(mr);
-    let blocks = plan_blocks(groups, rayon::current_num_threads());
-    let block_range = |b: usize| (groups * b / blocks, groups * (b + 1) / blocks);
-    let span = |b: usize| {
-        let (g0, g1) = block_range(b);
-        (g0 * mr, (g1 * mr).min(n) - g0 * mr)
-    };
-    // Block b writes its result, [mc × nr] row-major, to the front of chunk b.
-    let chunk = mc * groups.div_ceil(blocks) * mr;
-    let mut tiles = scratch::take(blocks * chunk);
-    tiles
-        .par_chunks_mut(chunk)
-        .enumerate()
-        .for_each(|(b, out)| {
-            let (g0, g1) = block_range(b);
-            let (r0, nr) = span(b);
-            let nrpad = (g1 - g0) * mr;
-            with_block_scratch(|wp, ct| {
-                // Every element read is written first (decoded rows, accumulators at kb = 0),
-                // except the padding rows of a partial last group, which must be zero.
-                wp.resize(wp.len().max(nrpad * KC), 0.0);
-                wp[nr * KC..nrpad * KC].fill(0.0);
-                ct.resize(ct.len().max(nrpad * mpad), 0.0);
-                for kb in 0..kblocks {
-                    let c0 = kb * KC;
-                    let kc = KC.min(k - c0);
-                    w.decode_panel(kernel.isa, r0, nr, c0, kc, wp, KC);
-                    let xkb = &xp[kb * kb_stride..(kb + 1) * kb_stride];
-                    for jr in 0..g1 - g0 {
-                        let wg = &wp[jr * mr * KC..(jr + 1) * mr * KC];
-                        for p in 0..panels {
-                            if kb + 1 < kblocks {
-                                // Stream the next k-block of this group's weight rows in while
-                                // this one is multiplied, a few rows per tile: one burst for
-                                // the whole group would overflow the miss buffers.
-                                let first = (r0 + jr * mr + mr * p / panels).min(n);
-                                let last = (r0 + jr * mr + mr * (p + 1) / panels).min(n);
-                                let next = (kb + 1) * KC;
-                                let cols = KC.min(k - next);
-                                w.prefetch_panel(first, last - first, next, cols);
-                            }
-                            kernel.run(
-                                kc,
-                                wg,
-                                &xkb[p * KC * mp..],
-                                mp,
-                                &mut ct[jr * mr * mpad + p * mp..],
-                                mpad,
-                                kb > 0,
-                            );
+    by_weight_blocks(n, mr, mc, y, bias, accumulate, |r0, nr, nrpad, out| {
+        let groups = nrpad / mr;
+        with_block_scratch(|wp, ct| {
+            // Every element read is written first (decoded rows, accumulators at kb = 0),
+            // except the padding rows of a partial last group, which must be zero.
+            wp.resize(wp.len().max(nrpad * KC), 0.0);
+            wp[nr * KC..nrpad * KC].fill(0.0);
+            ct.resize(ct.len().max(nrpad * mpad), 0.0);
+            for kb in 0..kblocks {
+                let c0 = kb * KC;
+                let kc = KC.min(k - c0);
+                w.decode_panel(kernel.isa, r0, nr, c0, kc, wp, KC);
+                let xkb = &xp[kb * kb_stride..(kb + 1) * kb_stride];
+                for jr in 0..groups {
+                    let wg = &wp[jr * mr * KC..(jr + 1) * mr * KC];
+                    for p in 0..panels {
+                        if kb + 1 < kblocks {
+                            // Stream the next k-block of this group's weight rows in while
+                            // this one is multiplied, a few rows per tile: one burst for
+                            // the whole group would overflow the miss buffers.
+                            let first = (r0 + jr * mr + mr * p / panels).min(n);
+                            let last = (r0 + jr * mr + mr * (p + 1) / panels).min(n);
+                            let next = (kb + 1) * KC;
+                            let cols = KC.min(k - next);
+                            w.prefetch_panel(first, last - first, next, cols);
                         }
+                        kernel.run(
+                            kc,
+                            wg,
+                            &xkb[p * KC * mp..],
+                            mp,
+                            &mut ct[jr * mr * mpad + p * mp..],
+                            mpad,
+                            kb > 0,
+                        );
                     }
                 }
-                // Transpose to [mc × nr] while the tile is still in cache, so that the scatter
-                // below copies contiguous runs.
-                transpose(kernel.isa, ct, mpad, nr, mc, out, nr);
-            });
+            }
+            // Transpose to [mc × nr] while the tile is still in cache, so that the scatter
+            // below copies contiguous runs.
+            transpose(kernel.isa, ct, mpad, nr, mc, out, nr);
         });
+    });
     scratch::give(xp);
-
-    let spans: Vec<(usize, usize)> = (0..blocks).map(span).collect();
-    store_rows(y, n, &tiles, chunk, &spans, bias, accumulate);
-    scratch::give(tiles);
 }
 
 /// One pass over at most `kernel.mr` activation rows (the joint head's option and question
@@ -183,15 +164,54 @@ fn pass_few_rows<W: PanelDecode + ?Sized>(
         }
     }
 
-    let groups = n.div_ceil(mp);
+    by_weight_blocks(n, mp, mc, y, bias, accumulate, |r0, nr, nrpad, out| {
+        with_block_scratch(|wp, ct| {
+            // The decoded rows [nrpad × KC], then their transposed panels [group][KC][mp].
+            // Padding rows must be zero; every other element read is written first.
+            wp.resize(wp.len().max(2 * nrpad * KC), 0.0);
+            let (decoded, panels) = wp.split_at_mut(nrpad * KC);
+            decoded[nr * KC..].fill(0.0);
+            ct.resize(ct.len().max(mr * nrpad), 0.0);
+            let xkb = |kb: usize| &xa[kb * mr * KC..(kb + 1) * mr * KC];
+            for kb in 0..kblocks {
+                let c0 = kb * KC;
+                let kc = KC.min(k - c0);
+                w.decode_panel(kernel.isa, r0, nr, c0, kc, decoded, KC);
+                for g in 0..nrpad / mp {
+                    let panel = &mut panels[g * KC * mp..(g + 1) * KC * mp];
+                    transpose(kernel.isa, &decoded[g * mp * KC..], KC, mp, kc, panel, mp);
+                    kernel.run(kc, xkb(kb), panel, mp, &mut ct[g * mp..], nrpad, kb > 0);
+                }
+            }
+            for (i, dst) in out.chunks_exact_mut(nr).take(mc).enumerate() {
+                dst.copy_from_slice(&ct[i * nrpad..i * nrpad + nr]);
+            }
+        });
+    });
+    scratch::give(xa);
+}
+
+/// Splits the `n` weight rows into parallel work items of whole `group`-row groups
+/// ([`plan_blocks`]) and runs `block(r0, nr, nrpad, out)` for each: rows `r0..r0 + nr` (`nrpad`
+/// padded to whole groups), writing their result, `[mc × nr]` row-major, to the front of `out`.
+/// The results then go into `y` ([`store_rows`]).
+fn by_weight_blocks(
+    n: usize,
+    group: usize,
+    mc: usize,
+    y: &mut [f32],
+    bias: Option<&[f32]>,
+    accumulate: bool,
+    block: impl Fn(usize, usize, usize, &mut [f32]) + Sync,
+) {
+    let groups = n.div_ceil(group);
     let blocks = plan_blocks(groups, rayon::current_num_threads());
     let block_range = |b: usize| (groups * b / blocks, groups * (b + 1) / blocks);
     let span = |b: usize| {
         let (g0, g1) = block_range(b);
-        (g0 * mp, (g1 * mp).min(n) - g0 * mp)
+        (g0 * group, (g1 * group).min(n) - g0 * group)
     };
-    // Block b writes its result, [mc × nr] row-major, to the front of chunk b.
-    let chunk = mc * groups.div_ceil(blocks) * mp;
+    let chunk = mc * groups.div_ceil(blocks) * group;
     let mut tiles = scratch::take(blocks * chunk);
     tiles
         .par_chunks_mut(chunk)
@@ -199,32 +219,8 @@ fn pass_few_rows<W: PanelDecode + ?Sized>(
         .for_each(|(b, out)| {
             let (g0, g1) = block_range(b);
             let (r0, nr) = span(b);
-            let nrpad = (g1 - g0) * mp;
-            with_block_scratch(|wp, ct| {
-                // The decoded rows [nrpad × KC], then their transposed panels [group][KC][mp].
-                // Padding rows must be zero; every other element read is written first.
-                wp.resize(wp.len().max(2 * nrpad * KC), 0.0);
-                let (decoded, panels) = wp.split_at_mut(nrpad * KC);
-                decoded[nr * KC..].fill(0.0);
-                ct.resize(ct.len().max(mr * nrpad), 0.0);
-                let xkb = |kb: usize| &xa[kb * mr * KC..(kb + 1) * mr * KC];
-                for kb in 0..kblocks {
-                    let c0 = kb * KC;
-                    let kc = KC.min(k - c0);
-                    w.decode_panel(kernel.isa, r0, nr, c0, kc, decoded, KC);
-                    for g in 0..g1 - g0 {
-                        let panel = &mut panels[g * KC * mp..(g + 1) * KC * mp];
-                        transpose(kernel.isa, &decoded[g * mp * KC..], KC, mp, kc, panel, mp);
-                        kernel.run(kc, xkb(kb), panel, mp, &mut ct[g * mp..], nrpad, kb > 0);
-                    }
-                }
-                for (i, dst) in out.chunks_exact_mut(nr).take(mc).enumerate() {
-                    dst.copy_from_slice(&ct[i * nrpad..i * nrpad + nr]);
-                }
-            });
+            block(r0, nr, (g1 - g0) * group, out);
         });
-    scratch::give(xa);
-
     let spans: Vec<(usize, usize)> = (0..blocks).map(span).collect();
     store_rows(y, n, &tiles, chunk, &spans, bias, accumulate);
     scratch::give(tiles);
