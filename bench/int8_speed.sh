@@ -18,7 +18,9 @@ mkdir -p "$out"
 cargo build --release -p clef-cli >&2
 lscpu | grep -E '^(Model name|Flags)' | tee "$out/lscpu.txt"
 [ -d "$work/flash4" ] || "$bin" synth --preset flash --layers 4 --out "$work/flash4"
-[ -d "$work/flash4-q8" ] || "$bin" convert --format q8 --from "$work/flash4" --to "$work/flash4-q8"
+# A q8 bundle written before clef-q8-v2 (no rotated linears) is converted again.
+grep -qs '"clef-q8-v2"' "$work/flash4-q8/manifest.json" \
+  || "$bin" convert --format q8 --force --from "$work/flash4" --to "$work/flash4-q8"
 [ -d "$work/flash4-tern" ] || "$bin" convert --format ternary --method rtn --from "$work/flash4" --to "$work/flash4-tern"
 for isa in best avx2; do
   for round in $(seq "$rounds"); do

@@ -98,6 +98,11 @@ fn q8_on_the_integer_path_answers_as_the_release_does() {
     );
     assert!(clear_flips(&c).is_empty(), "{}", c["disagreements"]);
     assert!(kl <= 1e-3, "mean KL {kl}");
+    // These requests are tiny-a's, far from what nano was trained on, and move more than
+    // nano's own (docs/performance.md, "Rotated inputs"): 7-bit activations on every linear
+    // reached 0.026 here; with DeltaNet out_proj and MLP down_proj on rotated inputs 8.2e-3.
+    // The integer path has the same bits on every machine, so this bound guards the rotation.
+    assert!(max_dp <= 0.01, "max |dp| {max_dp}");
     // The default path of a q8 bundle is the integer one, which rounds activations: close to
     // the release, not identical to it.
     assert!(max_dp > 0.0, "the integer path did not run");

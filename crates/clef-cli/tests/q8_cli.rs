@@ -1,4 +1,4 @@
-//! The clef-q8-v1 commands as a user runs them: `clef convert --format q8` (and its help),
+//! The clef-q8 commands as a user runs them: `clef convert --format q8` (and its help),
 //! `clef verify`, `clef inspect`, `clef decide` on the bundle, and `clef eval` of the bundle
 //! against the release on the 300 labelled nano records: every answer kept, max |dp| ≤ 0.005
 //! (about 60 s on two cores).
@@ -13,7 +13,7 @@ fn convert_help_lists_q8() {
     let o = clef(&["convert", "--help"]);
     assert!(o.status.success(), "{}", text(&o));
     let help = text(&o);
-    assert!(help.contains("q8") && help.contains("clef-q8-v1"), "{help}");
+    assert!(help.contains("q8") && help.contains("clef-q8-v2"), "{help}");
 }
 
 #[test]
@@ -38,11 +38,11 @@ fn convert_verify_decide_and_eval_on_nano() {
 
     let o = clef(&["verify", s(&bundle)]);
     assert!(o.status.success(), "{}", text(&o));
-    assert!(text(&o).contains("clef-q8-v1"), "{}", text(&o));
+    assert!(text(&o).contains("clef-q8-v2"), "{}", text(&o));
 
     let o = clef(&["inspect", s(&bundle)]);
     assert!(o.status.success(), "{}", text(&o));
-    assert!(text(&o).contains("format clef-q8-v1 (v1)"), "{}", text(&o));
+    assert!(text(&o).contains("format clef-q8-v2 (v1)"), "{}", text(&o));
 
     let request = root.path().join("request.json");
     std::fs::write(

@@ -1,8 +1,12 @@
-//! `clef convert --format q8`: a Clef release to a clef-q8-v1 bundle (docs/formats.md,
-//! "clef-q8-v1"). Every backbone linear that clef-ternary-v1 quantizes (DeltaNet
+//! `clef convert --format q8`: a Clef release to a clef-q8-v2 bundle (docs/formats.md,
+//! "clef-q8"). Every backbone linear that clef-ternary-v1 quantizes (DeltaNet
 //! `in_proj_qkv`/`in_proj_z`/`out_proj`, attention q/k/v/o, the MLPs; [`Role::of`] decides, so
 //! both formats always agree on what a linear is) becomes int8 codes with an FP16 scale per 64
 //! inputs, by round-to-nearest without calibration; everything else keeps its release bytes.
+//! The linears whose inputs are products of gates (DeltaNet `out_proj`, MLP `down_proj`,
+//! [`rotates_inputs`]) are quantized as `W·H`, each whole group of 64 inputs rotated by the
+//! normalized Hadamard matrix, and stored as `<p>.q8h`: the runtime rotates their inputs the
+//! same way, which keeps the small activations of a group that one large value dominates.
 //!
 //! Streamed: each linear is widened and quantized a block of rows at a time (parallel over the
 //! rows), its codes written as they are produced and its scales (1/32 of the codes) held until
@@ -14,7 +18,7 @@ use crate::release::Release;
 use crate::ternary::plan::{Role, SourceTensor};
 use clef_formats::q8::{self, quantize_row, row_groups, GROUP};
 use clef_formats::BundleFormat;
-use clef_kernels::{Isa, PanelDecode};
+use clef_kernels::{rotate_groups, Isa, PanelDecode, ROTATION_GROUP};
 use clef_model::bundle::BundleWriter;
 use clef_model::checkpoint::writer::{write_safetensors, TensorSpec};
 use clef_model::tensor::{Dtype, Tensor};
@@ -30,9 +34,23 @@ pub const FORMAT: BundleFormat = BundleFormat::Q8;
 /// f32 at once while the block still keeps every thread busy.
 const BLOCK_VALUES: usize = 4 << 20;
 
+// The rotation works on the scale groups: one Hadamard block per group of codes.
+const _: () = assert!(ROTATION_GROUP == GROUP);
+
 /// Whether the release tensor `name` is a linear weight this format quantizes.
 pub fn is_quantized(name: &str) -> bool {
     matches!(Role::of(name), Role::Ternary | Role::Affine4Linear)
+}
+
+/// Whether the quantized linear `name` is stored on rotated inputs (`<p>.q8h`): DeltaNet's
+/// `out_proj` (its input is the gated RMSNorm, times SiLU(z)) and the MLP's `down_proj` (SiLU(gate)
+/// times up). On the trained nano model a group of their inputs is often a single spike
+/// (max/rms at the bound 8), and int8 codes per group lost 2.5x more of them than of any other
+/// linear's inputs (docs/performance.md, "Rotated inputs").
+pub fn rotates_inputs(name: &str) -> bool {
+    is_quantized(name)
+        && (name.ends_with(".linear_attn.out_proj.weight")
+            || name.ends_with(".mlp.down_proj.weight"))
 }
 
 /// What one stored tensor of the bundle is made of.
@@ -40,7 +58,7 @@ pub fn is_quantized(name: &str) -> bool {
 pub enum Part {
     /// The release tensor's bytes.
     Keep,
-    /// `<p>.q8` of the linear `<p>.weight`.
+    /// `<p>.q8` (or `<p>.q8h`, [`rotates_inputs`]) of the linear `<p>.weight`.
     Codes,
     /// `<p>.q8_scales`, right after its codes.
     Scales,
@@ -56,8 +74,8 @@ pub struct Planned {
 }
 
 /// Every stored tensor in file order: release order, each quantized linear `<p>.weight`
-/// `[rows, cols]` replaced by `<p>.q8` (I8 `[rows, cols]`) and `<p>.q8_scales` (F16
-/// `[rows, ⌈cols/64⌉]`). A linear that is not a non-empty float matrix is an error. Names,
+/// `[rows, cols]` replaced by `<p>.q8` (or `<p>.q8h`; I8 `[rows, cols]`) and `<p>.q8_scales`
+/// (F16 `[rows, ⌈cols/64⌉]`). A linear that is not a non-empty float matrix is an error. Names,
 /// dtypes and shapes only, so the same plan sizes a bundle whose weights are not at hand.
 pub fn plan(tensors: &[SourceTensor]) -> Result<Vec<Planned>> {
     let mut out = Vec::with_capacity(tensors.len() + 64);
@@ -87,8 +105,13 @@ pub fn plan(tensors: &[SourceTensor]) -> Result<Vec<Planned>> {
             )));
         }
         let p = crate::ternary::plan::prefix(&t.name);
+        let codes = if rotates_inputs(&t.name) {
+            q8::rotated_codes_name(p)
+        } else {
+            q8::codes_name(p)
+        };
         out.push(Planned {
-            spec: TensorSpec::new(q8::codes_name(p), Dtype::I8, &[rows, cols]),
+            spec: TensorSpec::new(codes, Dtype::I8, &[rows, cols]),
             source,
             part: Part::Codes,
         });
@@ -133,10 +156,14 @@ fn quantize_tensor(
     scales.clear();
     scales.reserve(rows * groups * 2);
     let isa = Isa::detect();
+    let rotate = rotates_inputs(&t.name);
     for r0 in (0..rows).step_by(block) {
         let n = block.min(rows - r0);
         // bf16/f16/f32 → f32 is exact: the quantizer sees the release's values
         view.decode_panel(isa, r0, n, 0, cols, &mut w, cols);
+        if rotate {
+            rotate_groups(&mut w[..n * cols], n, cols);
+        }
         let results: Vec<_> = w[..n * cols]
             .par_chunks(cols)
             .zip(codes.par_chunks_mut(cols))
@@ -149,7 +176,7 @@ fn quantize_tensor(
             .find_map(|(r, res)| res.err().map(|e| (r, e)))
         {
             return Err(ConvertError::Invalid(format!(
-                "{}: row {}: {e}; clef-q8-v1 cannot store it",
+                "{}: row {}: {e}; {FORMAT} cannot store it",
                 t.name,
                 r0 + r
             )));
@@ -165,7 +192,7 @@ fn quantize_tensor(
     Ok(())
 }
 
-/// Converts the release `from` into a clef-q8-v1 bundle at `to` (refused if it exists, unless
+/// Converts the release `from` into a clef-q8-v2 bundle at `to` (refused if it exists, unless
 /// `force`). `revision` is recorded as the source revision; `show_progress` draws a bar over the
 /// source bytes.
 pub fn convert_q8(
@@ -236,7 +263,8 @@ pub fn convert_q8(
             "Converted from the release with clef.rs into {FORMAT}: every backbone linear \
              (DeltaNet in_proj_qkv, in_proj_z and out_proj, attention q/k/v/o, MLP gate/up/down) \
              re-stored as int8 codes (-127..=127) with an FP16 scale per {GROUP} inputs, by \
-             round-to-nearest; everything else unchanged.\n"
+             round-to-nearest (DeltaNet out_proj and MLP down_proj on inputs rotated by the \
+             normalized {GROUP}x{GROUP} Hadamard matrix); everything else unchanged.\n"
         ),
     )?;
     w.finish(
@@ -249,7 +277,9 @@ pub fn convert_q8(
             "scale": "fp16(amax / 127), round to nearest even",
             "rounding": "round-to-nearest, ties to even",
             "calib": 0,
+            "rotated_inputs": "hadamard-64 (normalized Sylvester) per group: linear_attn.out_proj, mlp.down_proj",
             "linears": quantized.len(),
+            "rotated_linears": quantized.iter().filter(|t| rotates_inputs(&t.name)).count(),
             "quantized_weights": quantized.iter().map(|t| t.numel()).sum::<usize>(),
         }),
     )?;

@@ -17,8 +17,10 @@ pub enum BundleFormat {
     Lut6,
     /// clef-ternary-v1 (formats.md §3): ternary and 4-bit codes with CLoQ adapters.
     Ternary,
-    /// clef-q8-v1 (docs/formats.md, "clef-q8-v1"): every backbone linear as int8 codes with an
-    /// FP16 scale per 64 inputs; everything else as released.
+    /// clef-q8-v2 (docs/formats.md, "clef-q8"): every backbone linear as int8 codes with an
+    /// FP16 scale per 64 inputs, DeltaNet `out_proj` and MLP `down_proj` on rotated inputs;
+    /// everything else as released. Bundles written as clef-q8-v1 (no rotated linears) read as
+    /// this format: their tensors say which layout each linear has.
     Q8,
 }
 
@@ -39,16 +41,23 @@ impl BundleFormat {
             BundleFormat::F16 => "f16",
             BundleFormat::Lut6 => "clef-lut6-v1",
             BundleFormat::Ternary => "clef-ternary-v1",
-            BundleFormat::Q8 => "clef-q8-v1",
+            BundleFormat::Q8 => "clef-q8-v2",
         }
     }
+
+    /// Earlier names this clef.rs still reads, with the format that reads them: clef-q8-v1 is
+    /// clef-q8-v2 without rotated linears.
+    const EARLIER: [(&'static str, BundleFormat); 1] = [("clef-q8-v1", BundleFormat::Q8)];
 
     /// The format a manifest's `format` and `format_version` name, or an error naming both and
     /// what this clef.rs reads.
     pub fn parse(name: &str, version: u32) -> Result<BundleFormat> {
         Self::ALL
             .into_iter()
-            .find(|f| f.name() == name && version == FORMAT_VERSION)
+            .map(|f| (f.name(), f))
+            .chain(Self::EARLIER)
+            .find(|&(n, _)| n == name && version == FORMAT_VERSION)
+            .map(|(_, f)| f)
             .ok_or_else(|| FormatError::UnknownFormat {
                 name: name.to_string(),
                 version,
@@ -81,8 +90,10 @@ pub enum WeightLayout {
     Ternary,
     /// `<p>.q4`, `<p>.scales` and `<p>.biases` (+ adapter).
     Affine4,
-    /// `<p>.q8` and `<p>.q8_scales` (a clef-q8-v1 bundle's linears).
+    /// `<p>.q8` and `<p>.q8_scales` (a clef-q8 bundle's linears).
     Q8,
+    /// `<p>.q8h` and `<p>.q8_scales`: q8 codes of `W·H`, multiplied with rotated inputs.
+    Q8Rotated,
 }
 
 impl WeightLayout {
@@ -96,6 +107,8 @@ impl WeightLayout {
             WeightLayout::Affine4
         } else if has(&crate::q8::codes_name(prefix)) {
             WeightLayout::Q8
+        } else if has(&crate::q8::rotated_codes_name(prefix)) {
+            WeightLayout::Q8Rotated
         } else {
             WeightLayout::Dense
         }
@@ -123,15 +136,16 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("bf16, f16, clef-lut6-v1, clef-ternary-v1, clef-q8-v1"),
+            text.contains("bf16, f16, clef-lut6-v1, clef-ternary-v1, clef-q8-v2"),
             "{text}"
         );
         assert!(BundleFormat::parse("clef-ternary-v2", 1).is_err());
-        assert_eq!(
-            BundleFormat::parse("clef-q8-v1", 1).unwrap(),
-            BundleFormat::Q8
-        );
-        assert!(BundleFormat::parse("clef-q8-v1", 2).is_err());
+        // the earlier q8 name still reads, as the same format
+        for name in ["clef-q8-v1", "clef-q8-v2"] {
+            assert_eq!(BundleFormat::parse(name, 1).unwrap(), BundleFormat::Q8);
+            assert!(BundleFormat::parse(name, 2).is_err());
+        }
+        assert!(BundleFormat::parse("clef-q8-v3", 1).is_err());
         // every name is distinct, so parse finds exactly the variant that wrote it
         let mut names = BundleFormat::ALL.map(|f| f.name()).to_vec();
         names.sort();
@@ -141,13 +155,21 @@ mod tests {
 
     #[test]
     fn layouts_are_recognised_by_their_first_tensor() {
-        let names = ["a.lut6.indices", "b.trits", "c.q4", "d.weight", "e.q8"];
+        let names = [
+            "a.lut6.indices",
+            "b.trits",
+            "c.q4",
+            "d.weight",
+            "e.q8",
+            "g.q8h",
+        ];
         let has = |n: &str| names.contains(&n);
         assert_eq!(WeightLayout::of("a", has), WeightLayout::Lut6);
         assert_eq!(WeightLayout::of("b", has), WeightLayout::Ternary);
         assert_eq!(WeightLayout::of("c", has), WeightLayout::Affine4);
         assert_eq!(WeightLayout::of("d", has), WeightLayout::Dense);
         assert_eq!(WeightLayout::of("e", has), WeightLayout::Q8);
+        assert_eq!(WeightLayout::of("g", has), WeightLayout::Q8Rotated);
         // `<p>.q8_scales` alone is not the layout's first tensor
         assert_eq!(
             WeightLayout::of("f", |n| n == "f.q8_scales"),

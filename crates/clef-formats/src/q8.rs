@@ -19,12 +19,23 @@ pub const MAX_CODE: i8 = 127;
 
 /// Suffix of the codes, I8 `[rows, cols]`.
 pub const CODES: &str = ".q8";
+/// Suffix of the codes of a linear stored with rotated inputs, I8 `[rows, cols]`: they quantize
+/// `W·H` (each whole group of 64 inputs of each row rotated by the normalized 64 × 64 Hadamard
+/// matrix before quantizing), and whoever multiplies them rotates its inputs the same way
+/// (`clef_kernels::rotate_groups`). clef-q8-v2 stores DeltaNet `out_proj` and MLP `down_proj`
+/// so; a clef-q8-v1 bundle has none.
+pub const ROTATED_CODES: &str = ".q8h";
 /// Suffix of the scales, F16 `[rows, ⌈cols/64⌉]`.
 pub const SCALES: &str = ".q8_scales";
 
 /// `<prefix>.q8`.
 pub fn codes_name(prefix: &str) -> String {
     format!("{prefix}{CODES}")
+}
+
+/// `<prefix>.q8h`.
+pub fn rotated_codes_name(prefix: &str) -> String {
+    format!("{prefix}{ROTATED_CODES}")
 }
 
 /// `<prefix>.q8_scales`.
@@ -120,6 +131,7 @@ mod tests {
     #[test]
     fn names_and_groups() {
         assert_eq!(codes_name("p"), "p.q8");
+        assert_eq!(rotated_codes_name("p"), "p.q8h");
         assert_eq!(scales_name("p"), "p.q8_scales");
         assert_eq!(row_groups(64), 1);
         assert_eq!(row_groups(65), 2);

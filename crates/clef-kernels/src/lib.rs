@@ -26,6 +26,7 @@ mod isa;
 mod matmul;
 mod norm;
 mod peak;
+mod rotation;
 mod scratch;
 mod vexp;
 mod weights;
@@ -53,4 +54,7 @@ pub use matmul::{
 };
 pub use norm::{l2_normalize, layer_norm, rms_norm, rms_norm_gated, rms_norm_gated_with_isa};
 pub use peak::{measure_fma_peak_gflops, measure_int8_peak_gops};
+pub use rotation::{
+    rotate_groups, rotate_groups_into, rotate_groups_into_with_isa, ROTATION_GROUP,
+};
 pub use weights::{PanelDecode, WeightData, WeightView};

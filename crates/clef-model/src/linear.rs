@@ -14,7 +14,7 @@ use clef_kernels::formats::lut6::{widen_f16_tables, Lut6View};
 use clef_kernels::formats::q8::Q8View;
 use clef_kernels::formats::ternary::TernaryView;
 use clef_kernels::int8::{matmul_int8, matmul_int8_adapted, Int8Weights, TernaryPlanes};
-use clef_kernels::{matmul, matmul_panels, Isa, PanelDecode};
+use clef_kernels::{matmul, matmul_panels, rotate_groups_into, Isa, PanelDecode};
 use std::cell::RefCell;
 use std::sync::OnceLock;
 
@@ -29,7 +29,8 @@ pub enum LinearWeight {
     Ternary(Box<TernaryWeight>),
     /// clef-ternary-v1 4-bit affine (formats.md §3.4), plus its CLoQ adapter.
     Affine4(Box<Affine4Weight>),
-    /// clef-q8-v1 (docs/formats.md): int8 codes with an FP16 scale per 64 inputs.
+    /// clef-q8 (docs/formats.md): int8 codes with an FP16 scale per 64 inputs, of `W` or, for
+    /// rotated linears, of `W·H` (the inputs are then rotated before either product).
     Q8(Box<Q8Weight>),
     /// Dropped for good ([`Linear::unload`]): running it is an error naming the weight.
     Unloaded { name: String },
@@ -68,11 +69,14 @@ pub struct Affine4Weight {
     pub cols: usize,
 }
 
-/// `<p>.q8` (I8, one code per weight) and `<p>.q8_scales` (F16 per 64 inputs), windows of the
-/// bundle's `model.safetensors`.
+/// `<p>.q8` or `<p>.q8h` (I8, one code per weight) and `<p>.q8_scales` (F16 per 64 inputs),
+/// windows of the bundle's `model.safetensors`.
 pub struct Q8Weight {
     pub codes: Tensor,
     pub scales: Tensor,
+    /// The codes are of `W·H` (`<p>.q8h`): inputs are rotated group by group before the
+    /// product ([`clef_kernels::rotate_groups`]).
+    pub rotated: bool,
     pub rows: usize,
     pub cols: usize,
 }
@@ -152,6 +156,41 @@ impl LowRank {
 
 thread_local! {
     static ADAPTER_SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static ROTATION_SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Input rows rotated at a time: the copy stays a few megabytes at Clef-Flash widths
+/// (256 × 12,288 f32 = 12 MiB for `down_proj`) whatever the prefill length, and each block is
+/// still a whole pass of the products (rows are independent, so blocks give the same bits).
+const ROTATED_ROWS: usize = 256;
+
+/// `product(x H, y)` block by block: each block of input rows rotated group by group into a
+/// reused buffer ([`rotate_groups_into`]) and multiplied into its rows of `y` (`[m × n]`).
+fn with_rotated_inputs(
+    x: &[f32],
+    m: usize,
+    cols: usize,
+    n: usize,
+    y: &mut [f32],
+    mut product: impl FnMut(&[f32], usize, &mut [f32]),
+) {
+    let mut run = |buf: &mut Vec<f32>| {
+        for (r0, yb) in (0..m)
+            .step_by(ROTATED_ROWS)
+            .zip(y.chunks_mut(ROTATED_ROWS * n))
+        {
+            let rows = ROTATED_ROWS.min(m - r0);
+            buf.resize(rows * cols, 0.0);
+            rotate_groups_into(&x[r0 * cols..(r0 + rows) * cols], rows, cols, buf);
+            product(buf, rows, yb);
+        }
+    };
+    // A reused buffer, as the adapter's: a fresh multi-megabyte allocation per call costs page
+    // faults.
+    ROTATION_SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buf) => run(&mut buf),
+        Err(_) => run(&mut Vec::new()),
+    });
 }
 
 /// `y = W x`, plus the adapter when there is one.
@@ -261,7 +300,13 @@ impl LinearWeight {
             }
             LinearWeight::Q8(w) => {
                 let view = q8_view(&w.codes, &w.scales, w.rows, w.cols)?;
-                matmul_panels(x, m, &view, y);
+                if w.rotated {
+                    with_rotated_inputs(x, m, w.cols, w.rows, y, |x, m, y| {
+                        matmul_panels(x, m, &view, y)
+                    });
+                } else {
+                    matmul_panels(x, m, &view, y);
+                }
             }
             LinearWeight::Unloaded { name } => {
                 return Err(ModelError::Input(format!(
@@ -302,7 +347,13 @@ impl LinearWeight {
             }
             LinearWeight::Q8(w) => {
                 let view = q8_view(&w.codes, &w.scales, w.rows, w.cols)?;
-                matmul_int8(x, m, &view, y);
+                if w.rotated {
+                    with_rotated_inputs(x, m, w.cols, w.rows, y, |x, m, y| {
+                        matmul_int8(x, m, &view, y)
+                    });
+                } else {
+                    matmul_int8(x, m, &view, y);
+                }
             }
             _ => self.matmul(x, m, y)?,
         }
@@ -348,7 +399,8 @@ impl Linear {
         bias: bool,
     ) -> Result<Self> {
         let has = |name: &str| set.contains(name);
-        let weight = match WeightLayout::of(prefix, has) {
+        let layout = WeightLayout::of(prefix, has);
+        let weight = match layout {
             WeightLayout::Dense => {
                 let w = set.take(&dense_name(prefix), &[rows, cols])?;
                 // Fail at load time, not at the first request, if the dtype cannot be used as
@@ -374,10 +426,16 @@ impl Linear {
                 let adapter = LowRank::take(set, prefix, rows, cols)?;
                 Self::affine4(codes, scales, biases, adapter, rows, cols)?.weight
             }
-            WeightLayout::Q8 => {
-                let codes = set.take(&q8::codes_name(prefix), &[rows, cols])?;
+            WeightLayout::Q8 | WeightLayout::Q8Rotated => {
+                let rotated = layout == WeightLayout::Q8Rotated;
+                let name = if rotated {
+                    q8::rotated_codes_name(prefix)
+                } else {
+                    q8::codes_name(prefix)
+                };
+                let codes = set.take(&name, &[rows, cols])?;
                 let scales = set.take(&q8::scales_name(prefix), &[rows, q8::row_groups(cols)])?;
-                Self::q8(codes, scales, rows, cols)?.weight
+                Self::q8(codes, scales, rotated, rows, cols)?.weight
             }
         };
         let bias = if bias {
@@ -499,10 +557,17 @@ impl Linear {
         })
     }
 
-    /// A q8 layer (no bias) from its tensors: I8 `codes` `[rows, cols]`, F16 `scales`
-    /// `[rows, ⌈cols/64⌉]`. Every code is checked to be in −127..=127 (the byte −128 is not a
-    /// code: the quantizer never writes it, so it means a damaged tensor).
-    pub fn q8(codes: Tensor, scales: Tensor, rows: usize, cols: usize) -> Result<Self> {
+    /// A q8 layer (no bias) from its tensors: I8 `codes` `[rows, cols]` (of `W·H` when
+    /// `rotated`), F16 `scales` `[rows, ⌈cols/64⌉]`. Every code is checked to be in −127..=127
+    /// (the byte −128 is not a code: the quantizer never writes it, so it means a damaged
+    /// tensor).
+    pub fn q8(
+        codes: Tensor,
+        scales: Tensor,
+        rotated: bool,
+        rows: usize,
+        cols: usize,
+    ) -> Result<Self> {
         require_dtype(&codes, Dtype::I8)?;
         require_dtype(&scales, Dtype::F16)?;
         let view = q8_view(&codes, &scales, rows, cols)?;
@@ -517,6 +582,7 @@ impl Linear {
             weight: LinearWeight::Q8(Box::new(Q8Weight {
                 codes,
                 scales,
+                rotated,
                 rows,
                 cols,
             })),

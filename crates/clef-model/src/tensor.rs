@@ -15,7 +15,7 @@ pub enum Dtype {
     F16,
     Bf16,
     U8,
-    /// Signed bytes (clef-q8-v1's codes).
+    /// Signed bytes (clef-q8 codes).
     I8,
     I64,
 }

@@ -1,5 +1,5 @@
 //! `clef convert`: turn a release folder into a bundle. Formats: `f16`/`bf16` (plain re-store),
-//! `lut6` (the Clef-ANE-LUT6 recipe), `ternary` (clef-ternary-v1) and `q8` (clef-q8-v1).
+//! `lut6` (the Clef-ANE-LUT6 recipe), `ternary` (clef-ternary-v1) and `q8` (clef-q8-v2).
 
 use clap::{Args, ValueEnum};
 use clef_api::Profile;
@@ -22,8 +22,9 @@ pub enum Format {
     Lut6,
     /// clef-ternary-v1: ternary and 4-bit linears with CLoQ adapters, 4-bit tables.
     Ternary,
-    /// clef-q8-v1: every backbone linear as int8 codes with an FP16 scale per 64 inputs
-    /// (round-to-nearest, no calibration; near-lossless).
+    /// clef-q8-v2: every backbone linear as int8 codes with an FP16 scale per 64 inputs
+    /// (round-to-nearest, no calibration; out_proj and down_proj on Hadamard-rotated inputs;
+    /// near-lossless).
     Q8,
 }
 
