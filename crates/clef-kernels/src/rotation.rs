@@ -26,20 +26,11 @@ pub const ROTATION_GROUP: usize = 64;
 const ROWS_PER_TASK: usize = 16;
 
 /// Rotates every whole group of 64 columns of each of the `m` rows of `x` (`[m × k]`) in
-/// place, parallel over rows on the current rayon pool, on the best instruction set.
+/// place, on the best instruction set: [`rotate_groups_into`] from a copy (the converter's use,
+/// one block of a weight at a time; the runtime rotates out of place).
 pub fn rotate_groups(x: &mut [f32], m: usize, k: usize) {
-    assert_eq!(x.len(), m * k, "x must be m × k");
-    if k == 0 {
-        return;
-    }
-    let isa = Isa::detect();
-    x.par_chunks_mut(k * ROWS_PER_TASK).for_each(|rows| {
-        let mut src = vec![0.0f32; k];
-        for row in rows.chunks_exact_mut(k) {
-            src.copy_from_slice(row);
-            rotate_row_into(isa, &src, row);
-        }
-    });
+    let src = x.to_vec();
+    rotate_groups_into(&src, m, k, x);
 }
 
 /// `out = x` with every whole group of 64 columns of each of the `m` rows rotated (one pass

@@ -81,6 +81,23 @@ pub struct Q8Weight {
     pub cols: usize,
 }
 
+impl Q8Weight {
+    /// `product(x, y)`, or `product(x H, y)` when the codes are of `W·H`.
+    fn on_its_inputs(
+        &self,
+        x: &[f32],
+        m: usize,
+        y: &mut [f32],
+        mut product: impl FnMut(&[f32], usize, &mut [f32]),
+    ) {
+        if self.rotated {
+            with_rotated_inputs(x, m, self.cols, self.rows, y, product);
+        } else {
+            product(x, m, y);
+        }
+    }
+}
+
 /// A low-rank adapter applied after the quantized product, unfolded (formats.md §3.5):
 /// `y += B (A x)` with A `[rank, cols]` and B `[rows, rank]` (BF16 in a bundle).
 pub struct LowRank {
@@ -300,13 +317,7 @@ impl LinearWeight {
             }
             LinearWeight::Q8(w) => {
                 let view = q8_view(&w.codes, &w.scales, w.rows, w.cols)?;
-                if w.rotated {
-                    with_rotated_inputs(x, m, w.cols, w.rows, y, |x, m, y| {
-                        matmul_panels(x, m, &view, y)
-                    });
-                } else {
-                    matmul_panels(x, m, &view, y);
-                }
+                w.on_its_inputs(x, m, y, |x, m, y| matmul_panels(x, m, &view, y));
             }
             LinearWeight::Unloaded { name } => {
                 return Err(ModelError::Input(format!(
@@ -347,13 +358,7 @@ impl LinearWeight {
             }
             LinearWeight::Q8(w) => {
                 let view = q8_view(&w.codes, &w.scales, w.rows, w.cols)?;
-                if w.rotated {
-                    with_rotated_inputs(x, m, w.cols, w.rows, y, |x, m, y| {
-                        matmul_int8(x, m, &view, y)
-                    });
-                } else {
-                    matmul_int8(x, m, &view, y);
-                }
+                w.on_its_inputs(x, m, y, |x, m, y| matmul_int8(x, m, &view, y));
             }
             _ => self.matmul(x, m, y)?,
         }
