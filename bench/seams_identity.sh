@@ -13,6 +13,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 fx=$root/tests/fixtures
 mkdir -p "$out"
 isas="scalar avx2"
+grep -qw avx_vnni /proc/cpuinfo && isas="$isas avxvnni"
 grep -qw avx512f /proc/cpuinfo && isas="$isas avx512"
 
 raw() { # model request name isa [extra args]
@@ -36,18 +37,27 @@ for isa in $isas; do
   done
 done
 
-# Bundles of nano, then their answers (LUT-6 in f32 and FP16 emulation, ternary).
+# Bundles of nano, then their answers (LUT-6 in f32 and FP16 emulation, ternary and q8 on both
+# matmul paths), and the LUT-6 bundle's MIL program texts and programs.json.
 "$clef" convert --format lut6 --from "$fx/models/nano" --to "$out/nano-lut6" --force >/dev/null 2>&1
 "$clef" convert --format ternary --from "$fx/models/nano" --to "$out/nano-ternary" \
   --calib "$fx/records/nano_calib.jsonl" --force >/dev/null 2>&1
-for b in nano-lut6 nano-ternary; do
+"$clef" convert --format q8 --from "$fx/models/nano" --to "$out/nano-q8" --force >/dev/null 2>&1
+for b in nano-lut6 nano-ternary nano-q8; do
   (cd "$out/$b" && find . -type f | sort | xargs sha256sum) >"$out/$b.sha256"
 done
+"$clef" inspect --emit-mil "$out/mil" "$out/nano-lut6" >/dev/null 2>&1
+rm -rf "$out/mil/weights"
 for f in "$fx"/golden/nano/n*.json; do
   n=$(basename "$f" .json)
   raw "$out/nano-lut6" "$f" "lut6-f32_$n" avx2
   raw "$out/nano-lut6" "$f" "lut6-fp16_$n" avx2 --activations fp16
-  raw "$out/nano-ternary" "$f" "ternary_$n" avx2
+  for isa in $isas; do
+    for mode in exact int8; do
+      raw "$out/nano-ternary" "$f" "ternary-${mode}_$n" "$isa" --matmul $mode
+      raw "$out/nano-q8" "$f" "q8-${mode}_$n" "$isa" --matmul $mode
+    done
+  done
 done
-rm -rf "$out/nano-lut6" "$out/nano-ternary"
+rm -rf "$out/nano-lut6" "$out/nano-ternary" "$out/nano-q8"
 echo "wrote $(find "$out" -type f | wc -l) files under $out"

@@ -63,6 +63,12 @@ fn main() -> ExitCode {
         eprintln!("error: could not start {threads} worker threads: {err}");
         return ExitCode::from(1);
     }
+    // An instruction set that cannot be honoured stops every command before it does any work:
+    // a mistyped or unavailable `CLEF_ISA` must not silently measure or serve another one.
+    if let Err(err) = clef_kernels::Kernels::from_env() {
+        eprintln!("error: {err}");
+        return ExitCode::from(2);
+    }
     let result = match cli.command {
         Command::Convert(args) => commands::convert::run(args),
         Command::Decide(args) => commands::decide::run(args),

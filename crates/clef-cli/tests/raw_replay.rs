@@ -2,9 +2,11 @@
 //! second checkpoint tiny-b), against outputs stored from an earlier build
 //! (`tests/fixtures/raw/<isa>/`, written by `bench/seams_identity.sh`). A refactor that is meant
 //! to change nothing a user sees must give the same bytes: the same logits and probabilities to
-//! the last bit, the same ids, the same response. Each instruction set has its own outputs (the
-//! SIMD paths round differently from the scalar twins); every stored set this CPU can run is
-//! replayed (`CLEF_ISA` lowers the choice, so an AVX-512 machine replays the AVX2 outputs too).
+//! the last bit, the same ids, the same response. Every kernel level this CPU has is replayed
+//! (`CLEF_ISA` lowers the choice). Two stored sets cover them: `scalar` (the portable tile
+//! multiplies and adds separately) and `avx2`, the outputs of every vector level (`avx2`,
+//! `avxvnni`, `avx512`): their tiles run each output as one fused multiply-add chain in the
+//! same order, whatever the vector width, so they give the same bits.
 
 mod cli_common;
 
@@ -24,8 +26,9 @@ fn source(name: &str) -> (PathBuf, PathBuf) {
     (f.join("models").join(model), request)
 }
 
-fn replay(isa: &str) {
-    let dir = fixtures().join("raw").join(isa);
+/// Replays the stored set `stored` under the kernel level `isa`.
+fn replay(isa: &str, stored: &str) {
+    let dir = fixtures().join("raw").join(stored);
     let mut names: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -71,14 +74,42 @@ fn replay(isa: &str) {
 
 #[test]
 fn scalar_outputs_are_bit_identical() {
-    replay("scalar");
+    replay("scalar", "scalar");
+}
+
+/// A vector level's outputs, or a note when this CPU lacks it.
+fn replay_vector_level(isa: &str) {
+    if let Err(e) = clef_kernels::Kernels::named(isa) {
+        eprintln!("{e}: its outputs cannot be replayed here");
+        return;
+    }
+    replay(isa, "avx2");
 }
 
 #[test]
 fn avx2_outputs_are_bit_identical() {
-    if !clef_kernels::Isa::Avx2.is_available() {
-        eprintln!("this CPU has no AVX2: its stored outputs cannot be replayed here");
-        return;
+    replay_vector_level("avx2");
+}
+
+#[test]
+fn avxvnni_outputs_are_bit_identical() {
+    replay_vector_level("avxvnni");
+}
+
+#[test]
+fn avx512_outputs_are_bit_identical() {
+    replay_vector_level("avx512");
+}
+
+/// Every level this architecture knows is one of the replays above.
+#[test]
+fn every_level_is_replayed() {
+    let replayed = ["scalar", "avx2", "avxvnni", "avx512"];
+    for level in clef_kernels::cpu::Level::all() {
+        assert!(
+            replayed.contains(&level.name),
+            "no replay for {}",
+            level.name
+        );
     }
-    replay("avx2");
 }

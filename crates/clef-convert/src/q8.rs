@@ -18,7 +18,7 @@ use crate::release::Release;
 use crate::ternary::plan::{Role, SourceTensor};
 use clef_formats::q8::{self, quantize_row, row_groups, GROUP};
 use clef_formats::BundleFormat;
-use clef_kernels::{rotate_groups, Isa, PanelDecode, ROTATION_GROUP};
+use clef_kernels::{rotate_groups, Kernels, PanelDecode, ROTATION_GROUP};
 use clef_model::bundle::BundleWriter;
 use clef_model::checkpoint::writer::{write_safetensors, TensorSpec};
 use clef_model::tensor::{Dtype, Tensor};
@@ -155,12 +155,12 @@ fn quantize_tensor(
     let mut bytes = Vec::with_capacity(block * cols);
     scales.clear();
     scales.reserve(rows * groups * 2);
-    let isa = Isa::detect();
+    let kernels = Kernels::detected();
     let rotate = rotates_inputs(&t.name);
     for r0 in (0..rows).step_by(block) {
         let n = block.min(rows - r0);
         // bf16/f16/f32 → f32 is exact: the quantizer sees the release's values
-        view.decode_panel(isa, r0, n, 0, cols, &mut w, cols);
+        view.decode_panel(kernels, r0, n, 0, cols, &mut w, cols);
         if rotate {
             rotate_groups(&mut w[..n * cols], n, cols);
         }

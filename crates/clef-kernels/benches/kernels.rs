@@ -9,7 +9,7 @@
 
 use clef_kernels::{
     causal_attention, gated_delta_rule, l2_normalize, matmul, measure_fma_peak_gflops,
-    DeltaNetDims, Isa, WeightData, WeightView,
+    DeltaNetDims, Kernels, WeightData, WeightView,
 };
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rand::rngs::StdRng;
@@ -135,7 +135,7 @@ fn benches(c: &mut Criterion) {
         .fold(0.0, f64::max);
     println!(
         "ISA {:?}; FMA peak: 1 thread {peak1:.1} GFLOP/s, {threads} threads {peak:.1} GFLOP/s",
-        Isa::detect()
+        Kernels::detected()
     );
     // The per-core peak per CPU-second: the 1-thread loop's rate scaled by wall / CPU time
     // (its thread is the only busy one during the call).

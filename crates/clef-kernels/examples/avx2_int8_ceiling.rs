@@ -167,8 +167,9 @@ mod loops {
 #[cfg(target_arch = "x86_64")]
 fn main() {
     use std::time::Instant;
-    if !(is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")) {
-        println!("this CPU has no AVX2 + FMA");
+    // The kernels' own level check: AVX2 with FMA (and F16C).
+    if let Err(e) = clef_kernels::cpu::Level::named("avx2") {
+        println!("{e}");
         return;
     }
     let (xf, xb, xw, w, wf) = loops::operands();

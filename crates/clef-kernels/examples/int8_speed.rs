@@ -4,14 +4,13 @@
 //!
 //! `cargo run -p clef-kernels --example int8_speed [threads]`
 
+use clef_kernels::cpu::{Family, Features};
 use clef_kernels::formats::affine4::{self, Affine4View};
 use clef_kernels::formats::lowrank::LowRankF32;
 use clef_kernels::formats::q8::Q8View;
 use clef_kernels::formats::ternary::{self, TernaryView};
-use clef_kernels::int8::{
-    matmul_int8_adapted_with_isa, matmul_int8_with_isa, Int8Isa, TernaryPlanes,
-};
-use clef_kernels::{matmul_with_isa, Isa, WeightData, WeightView};
+use clef_kernels::int8::{matmul_int8_adapted_with, matmul_int8_with, TernaryPlanes};
+use clef_kernels::{matmul_with, Kernels, WeightData, WeightView};
 use std::time::Instant;
 
 fn lcg(state: &mut u64) -> u64 {
@@ -46,7 +45,7 @@ fn main() {
             "peaks ({threads} threads): f32 FMA {:.1} GFLOP/s, int8 {:.1} G-ops/s ({})",
             clef_kernels::measure_fma_peak_gflops(threads),
             clef_kernels::measure_int8_peak_gops(threads),
-            Int8Isa::detect().name()
+            Kernels::detected().implementation(Family::Int8Tile)
         );
     }
     let (rows, cols) = (12288, 4096);
@@ -92,37 +91,36 @@ fn main() {
             .collect();
         let mut y = vec![0.0f32; m * rows];
         let flops = 2.0 * (m * rows * cols) as f64;
-        let isa = Isa::detect();
-        let ft = best_of(3, || matmul_with_isa(isa, &x, m, &t, &mut y).unwrap());
-        let fa = best_of(3, || matmul_with_isa(isa, &x, m, &a, &mut y).unwrap());
-        let fq = best_of(3, || matmul_with_isa(isa, &x, m, &q, &mut y).unwrap());
+        let kt = Kernels::detected();
+        let ft = best_of(3, || matmul_with(kt, &x, m, &t, &mut y));
+        let fa = best_of(3, || matmul_with(kt, &x, m, &a, &mut y));
+        let fq = best_of(3, || matmul_with(kt, &x, m, &q, &mut y));
         let lr = best_of(3, || adapter.apply(&x, m, &mut y));
-        let fb = best_of(3, || matmul_with_isa(isa, &x, m, &bf16, &mut y).unwrap());
-        println!("m={m} f32 {isa:?}: bf16 {:.1} GFLOP/s", flops / fb / 1e9);
+        let fb = best_of(3, || matmul_with(kt, &x, m, &bf16, &mut y));
+        println!("m={m} f32 {kt:?}: bf16 {:.1} GFLOP/s", flops / fb / 1e9);
         println!(
-            "m={m} f32 {isa:?}: ternary {:.1} GFLOP/s, affine4 {:.1}, q8 {:.1}; rank-16 adapter {:.2} ms",
+            "m={m} f32 {kt:?}: ternary {:.1} GFLOP/s, affine4 {:.1}, q8 {:.1}; rank-16 adapter {:.2} ms",
             flops / ft / 1e9,
             flops / fa / 1e9,
             flops / fq / 1e9,
             lr * 1e3
         );
-        for i8isa in Int8Isa::available() {
-            if i8isa == Int8Isa::Portable {
+        for i8 in Kernels::available() {
+            if i8.features() == Features::NONE {
                 continue;
             }
             let run = |w: &dyn Fn(&mut [f32])| best_of(3, || w(&mut y.clone()));
-            let it = run(&|y| matmul_int8_with_isa(i8isa, &x, m, &tp, y).unwrap());
-            let ifused =
-                run(&|y| matmul_int8_adapted_with_isa(i8isa, &x, m, &tp, &adapter, y).unwrap());
+            let it = run(&|y| matmul_int8_with(i8, &x, m, &tp, y));
+            let ifused = run(&|y| matmul_int8_adapted_with(i8, &x, m, &tp, &adapter, y));
             let isep = run(&|y| {
-                matmul_int8_with_isa(i8isa, &x, m, &tp, y).unwrap();
+                matmul_int8_with(i8, &x, m, &tp, y);
                 adapter.apply(&x, m, y);
             });
-            let ia = run(&|y| matmul_int8_with_isa(i8isa, &x, m, &a, y).unwrap());
-            let iq = run(&|y| matmul_int8_with_isa(i8isa, &x, m, &q, y).unwrap());
+            let ia = run(&|y| matmul_int8_with(i8, &x, m, &a, y));
+            let iq = run(&|y| matmul_int8_with(i8, &x, m, &q, y));
             println!(
                 "m={m} int8 {}: ternary {:.1} G-ops/s ({:.2}x f32; the adapter adds {:.0}% as a pass after it, {:.0}% fused), affine4 {:.1} ({:.2}x), q8 {:.1} ({:.2}x)",
-                i8isa.name(),
+                i8.implementation(Family::Int8Tile),
                 flops / it / 1e9,
                 ft / it,
                 100.0 * (isep / it - 1.0),

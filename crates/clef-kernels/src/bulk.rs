@@ -5,7 +5,8 @@
 //! functions; use these in the MLP and the vision tower, where millions of values go through an
 //! activation per chunk.
 
-use crate::isa::Isa;
+use crate::cpu::table::UnaryFn;
+use crate::cpu::Kernels;
 use crate::vexp::exp_poly;
 use rayon::prelude::*;
 
@@ -56,44 +57,35 @@ fn gelu_erf_f32(x: f32) -> f32 {
     0.5 * x * (1.0 + erf_f32(x * std::f32::consts::FRAC_1_SQRT_2))
 }
 
-/// Defines a public in-place bulk function over `f`, with per-ISA compiled bodies.
+/// Runs `entry` over `x`, split over the rayon pool for long slices.
+fn bulk(entry: UnaryFn, x: &mut [f32]) {
+    // SAFETY: the table's functions run on this CPU.
+    let run = |part: &mut [f32]| unsafe { entry(part) };
+    if x.len() > PAR_CHUNK {
+        x.par_chunks_mut(PAR_CHUNK).for_each(run);
+    } else {
+        run(x);
+    }
+}
+
+/// Defines the public in-place function `$name` over `$f`, its `$with` form taking a kernel
+/// table, and the portable body `$body` (the table's entry `$entry`).
 macro_rules! bulk_unary {
-    ($(#[$doc:meta])* $name:ident, $with_isa:ident, $f:ident) => {
+    ($(#[$doc:meta])* $name:ident, $with:ident, $body:ident, $entry:ident, $f:ident) => {
         $(#[$doc])*
         pub fn $name(x: &mut [f32]) {
-            $with_isa(Isa::detect(), x)
+            $with(Kernels::detected(), x)
         }
 
-        pub(crate) fn $with_isa(isa: Isa, x: &mut [f32]) {
-            #[inline(always)]
-            fn body(x: &mut [f32]) {
-                for v in x.iter_mut() {
-                    *v = $f(*v);
-                }
-            }
-            #[cfg(target_arch = "x86_64")]
-            #[target_feature(enable = "avx512f")]
-            unsafe fn avx512(x: &mut [f32]) {
-                body(x)
-            }
-            #[cfg(target_arch = "x86_64")]
-            #[target_feature(enable = "avx2,fma")]
-            unsafe fn avx2(x: &mut [f32]) {
-                body(x)
-            }
-            let run = |part: &mut [f32]| match isa {
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: AVX-512F availability checked in the guard.
-                Isa::Avx512 if Isa::Avx512.is_available() => unsafe { avx512(part) },
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: AVX2 and FMA availability checked in the guard.
-                Isa::Avx2 | Isa::Avx512 if Isa::Avx2.is_available() => unsafe { avx2(part) },
-                _ => body(part),
-            };
-            if x.len() > PAR_CHUNK {
-                x.par_chunks_mut(PAR_CHUNK).for_each(run);
-            } else {
-                run(x);
+        pub(crate) fn $with(k: &Kernels, x: &mut [f32]) {
+            bulk(k.$entry, x)
+        }
+
+        /// The kernel table's portable entry, compiled per level by `crate::x86::compiled`.
+        #[inline(always)]
+        pub(crate) fn $body(x: &mut [f32]) {
+            for v in x.iter_mut() {
+                *v = $f(*v);
             }
         }
     };
@@ -101,60 +93,47 @@ macro_rules! bulk_unary {
 
 bulk_unary!(
     /// `x ← σ(x)` elementwise.
-    sigmoid_in_place, sigmoid_with_isa, sigmoid_f32
+    sigmoid_in_place, sigmoid_with, sigmoid_body, sigmoid, sigmoid_f32
 );
 bulk_unary!(
     /// `x ← SiLU(x)` elementwise.
-    silu_in_place, silu_with_isa, silu_f32
+    silu_in_place, silu_with, silu_body, silu, silu_f32
 );
 bulk_unary!(
     /// `x ← GELU(x)` (exact erf form) elementwise.
-    gelu_erf_in_place, gelu_erf_with_isa, gelu_erf_f32
+    gelu_erf_in_place, gelu_erf_with, gelu_erf_body, gelu_erf, gelu_erf_f32
 );
 bulk_unary!(
     /// `x ← GELU_tanh(x)` (`gelu_pytorch_tanh`) elementwise.
-    gelu_tanh_in_place, gelu_tanh_with_isa, gelu_tanh_f32
+    gelu_tanh_in_place, gelu_tanh_with, gelu_tanh_body, gelu_tanh, gelu_tanh_f32
 );
 
 /// SwiGLU in place: `gate ← SiLU(gate) · up` (the MLP's `act(gate_proj·x) ⊙ up_proj·x`).
 /// `up.len()` must equal `gate.len()`.
 pub fn swiglu_in_place(gate: &mut [f32], up: &[f32]) {
-    swiglu_with_isa(Isa::detect(), gate, up)
+    swiglu_with(Kernels::detected(), gate, up)
 }
 
-pub(crate) fn swiglu_with_isa(isa: Isa, gate: &mut [f32], up: &[f32]) {
+pub(crate) fn swiglu_with(k: &Kernels, gate: &mut [f32], up: &[f32]) {
     assert_eq!(gate.len(), up.len(), "gate and up lengths");
-    #[inline(always)]
-    fn body(g: &mut [f32], u: &[f32]) {
-        for (gv, &uv) in g.iter_mut().zip(u) {
-            *gv = silu_f32(*gv) * uv;
-        }
-    }
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f")]
-    unsafe fn avx512(g: &mut [f32], u: &[f32]) {
-        body(g, u)
-    }
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn avx2(g: &mut [f32], u: &[f32]) {
-        body(g, u)
-    }
-    let run = |(g, u): (&mut [f32], &[f32])| match isa {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: AVX-512F availability checked in the guard.
-        Isa::Avx512 if Isa::Avx512.is_available() => unsafe { avx512(g, u) },
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: AVX2 and FMA availability checked in the guard.
-        Isa::Avx2 | Isa::Avx512 if Isa::Avx2.is_available() => unsafe { avx2(g, u) },
-        _ => body(g, u),
-    };
+    let entry = k.swiglu;
+    // SAFETY: the table's functions run on this CPU.
+    let run = |(g, u): (&mut [f32], &[f32])| unsafe { entry(g, u) };
     if gate.len() > PAR_CHUNK {
         gate.par_chunks_mut(PAR_CHUNK)
             .zip(up.par_chunks(PAR_CHUNK))
             .for_each(run);
     } else {
         run((gate, up));
+    }
+}
+
+/// SwiGLU's body: the kernel table's portable entry, compiled per level by
+/// `crate::x86::compiled`.
+#[inline(always)]
+pub(crate) fn swiglu_body(g: &mut [f32], u: &[f32]) {
+    for (gv, &uv) in g.iter_mut().zip(u) {
+        *gv = silu_f32(*gv) * uv;
     }
 }
 
@@ -175,21 +154,21 @@ mod tests {
     }
 
     fn check(
-        isa_fn: fn(Isa, &mut [f32]),
+        isa_fn: fn(&Kernels, &mut [f32]),
         exact: fn(f64) -> f64,
         scale: fn(f64) -> f64,
         max_ulps: f64,
         xs: &[f32],
     ) -> Result<(), TestCaseError> {
-        for isa in Isa::available() {
+        for kt in Kernels::available() {
             let mut got = xs.to_vec();
-            isa_fn(isa, &mut got);
+            isa_fn(kt, &mut got);
             for (&x, &y) in xs.iter().zip(&got) {
                 let e = exact(f64::from(x));
                 let err = ulps(y, e, scale(f64::from(x)).abs().max(e.abs()));
                 prop_assert!(
                     err <= max_ulps,
-                    "{isa:?}: f({x}) = {y}, exact {e}, {err} ulp"
+                    "{kt:?}: f({x}) = {y}, exact {e}, {err} ulp"
                 );
             }
         }
@@ -201,8 +180,8 @@ mod tests {
 
         #[test]
         fn sigmoid_and_silu(xs in proptest::collection::vec(-80.0f32..80.0, 1..200)) {
-            check(sigmoid_with_isa, sigmoid64, |_| 0.0, 4.0, &xs)?;
-            check(silu_with_isa, |x| x * sigmoid64(x), |_| 0.0, 4.0, &xs)?;
+            check(sigmoid_with, sigmoid64, |_| 0.0, 4.0, &xs)?;
+            check(silu_with, |x| x * sigmoid64(x), |_| 0.0, 4.0, &xs)?;
         }
 
         #[test]
@@ -210,7 +189,7 @@ mod tests {
             let exact = |x: f64| 0.5 * x * (1.0 + (0.797_884_560_802_865_4 * (x + 0.044_715 * x * x * x)).tanh());
             // For negative x the result is a small difference; judge it on the scale of x/2,
             // as an f32 evaluation of the formula would be.
-            check(gelu_tanh_with_isa, exact, |x| 0.5 * x, 4.0, &xs)?;
+            check(gelu_tanh_with, exact, |x| 0.5 * x, 4.0, &xs)?;
         }
 
         #[test]
@@ -218,19 +197,19 @@ mod tests {
             let exact = |x: f64| 0.5 * x * (1.0 + libm::erf(x * std::f64::consts::FRAC_1_SQRT_2));
             // The rational erf is good to about 6 ulp of its result (a dense scan over [-20, 20]
             // finds at most 5.4 ulp for GELU on the scale of x/2).
-            check(gelu_erf_with_isa, exact, |x| 0.5 * x, 8.0, &xs)?;
+            check(gelu_erf_with, exact, |x| 0.5 * x, 8.0, &xs)?;
         }
 
         #[test]
         fn swiglu(pairs in proptest::collection::vec((-60.0f32..60.0, -3.0f32..3.0), 1..200)) {
             let (gate, up): (Vec<f32>, Vec<f32>) = pairs.into_iter().unzip();
-            for isa in Isa::available() {
+            for kt in Kernels::available() {
                 let mut got = gate.clone();
-                swiglu_with_isa(isa, &mut got, &up);
+                swiglu_with(kt, &mut got, &up);
                 for ((&g, &u), &y) in gate.iter().zip(&up).zip(&got) {
                     let e = f64::from(g) * sigmoid64(f64::from(g)) * f64::from(u);
                     let err = ulps(y, e, e);
-                    prop_assert!(err <= 5.0, "{isa:?}: swiglu({g}, {u}) = {y}, exact {e}, {err} ulp");
+                    prop_assert!(err <= 5.0, "{kt:?}: swiglu({g}, {u}) = {y}, exact {e}, {err} ulp");
                 }
             }
         }
@@ -243,7 +222,7 @@ mod tests {
         silu_in_place(&mut par);
         for (chunk_in, chunk_out) in xs.chunks(1000).zip(par.chunks(1000)) {
             let mut serial = chunk_in.to_vec();
-            silu_with_isa(Isa::detect(), &mut serial);
+            silu_with(Kernels::detected(), &mut serial);
             assert_eq!(serial, chunk_out);
         }
     }

@@ -1,55 +1,31 @@
 //! Elementwise loops of the model's blocks: the residual add, scaling, the attention output
 //! gate and the Gated DeltaNet's decay and write-strength gates. Each is one rounding per
 //! element (no fused multiply-add), so the vector bodies (the same code compiled for AVX2 and
-//! AVX-512) give the bits of the portable twin.
+//! AVX-512, `crate::x86::compiled`) give the bits of the portable twin.
 
 use crate::activation::{sigmoid, softplus};
-use crate::isa::Isa;
+use crate::cpu::Kernels;
 
-/// Defines `$name(a, b)` over two slices of equal length with per-ISA compiled bodies.
-macro_rules! binary_in_place {
-    ($(#[$doc:meta])* $name:ident, $with_isa:ident, |$x:ident, $y:ident| $op:expr) => {
-        $(#[$doc])*
-        pub fn $name(a: &mut [f32], b: &[f32]) {
-            $with_isa(Isa::detect(), a, b)
-        }
-
-        /// The same on a given instruction set (what the tests compare).
-        pub fn $with_isa(isa: Isa, a: &mut [f32], b: &[f32]) {
-            assert_eq!(a.len(), b.len(), "operand lengths");
-            #[inline(always)]
-            fn body(a: &mut [f32], b: &[f32]) {
-                for ($x, &$y) in a.iter_mut().zip(b) {
-                    *$x = $op;
-                }
-            }
-            #[cfg(target_arch = "x86_64")]
-            #[target_feature(enable = "avx512f")]
-            unsafe fn avx512(a: &mut [f32], b: &[f32]) {
-                body(a, b)
-            }
-            #[cfg(target_arch = "x86_64")]
-            #[target_feature(enable = "avx2")]
-            unsafe fn avx2(a: &mut [f32], b: &[f32]) {
-                body(a, b)
-            }
-            match isa {
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: AVX-512F availability checked in the guard.
-                Isa::Avx512 if Isa::Avx512.is_available() => unsafe { avx512(a, b) },
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: AVX2 availability checked in the guard.
-                Isa::Avx2 | Isa::Avx512 if Isa::Avx2.is_available() => unsafe { avx2(a, b) },
-                _ => body(a, b),
-            }
-        }
-    };
+/// The residual add `x ← x + y`.
+pub fn add_in_place(a: &mut [f32], b: &[f32]) {
+    add_in_place_with(Kernels::detected(), a, b)
 }
 
-binary_in_place!(
-    /// The residual add `x ← x + y`.
-    add_in_place, add_in_place_with_isa, |x, y| *x + y
-);
+/// [`add_in_place`] with the kernel table `k` (what the tests compare).
+pub fn add_in_place_with(k: &Kernels, a: &mut [f32], b: &[f32]) {
+    assert_eq!(a.len(), b.len(), "operand lengths");
+    // SAFETY: the table's functions run on this CPU.
+    unsafe { (k.add)(a, b) }
+}
+
+/// The residual add's body: the kernel table's portable entry, compiled per level by
+/// `crate::x86::compiled`.
+#[inline(always)]
+pub(crate) fn add_body(a: &mut [f32], b: &[f32]) {
+    for (x, &y) in a.iter_mut().zip(b) {
+        *x += y;
+    }
+}
 
 /// `x ← x · s`.
 pub fn scale_in_place(x: &mut [f32], s: f32) {

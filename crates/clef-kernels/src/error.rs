@@ -1,7 +1,5 @@
 //! Typed errors for the few kernel entry points that validate input.
 
-use crate::isa::Isa;
-
 /// Shape or length problems detected before any work is done.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum KernelError {
@@ -16,7 +14,4 @@ pub enum KernelError {
     /// `rows × cols` (times the element size) does not fit in `usize`.
     #[error("shape {rows} × {cols} overflows the address space")]
     ShapeOverflow { rows: usize, cols: usize },
-    /// A kernel was forced onto an instruction set this CPU does not have.
-    #[error("instruction set {0:?} is not available on this CPU")]
-    IsaUnavailable(Isa),
 }

@@ -5,10 +5,8 @@
 //! mismatch panics (a logic error, never a data error: weight lengths were validated by
 //! [`WeightView::new`]).
 
-use crate::error::KernelError;
+use crate::cpu::Kernels;
 use crate::gemm::weights::gemm_weights;
-use crate::gemm::TileKernel;
-use crate::isa::Isa;
 use crate::weights::{PanelDecode, WeightView};
 
 fn check_shapes(x: &[f32], m: usize, rows: usize, cols: usize, y: &[f32]) {
@@ -23,37 +21,25 @@ pub fn matmul(x: &[f32], m: usize, w: &WeightView, y: &mut [f32]) {
 
 /// [`matmul`] for any [`PanelDecode`] weight format.
 pub fn matmul_panels<W: PanelDecode + ?Sized>(x: &[f32], m: usize, w: &W, y: &mut [f32]) {
-    check_shapes(x, m, w.rows(), w.cols(), y);
-    gemm_weights(detected_kernel(), x, m, w, None, y, false);
+    matmul_with(Kernels::detected(), x, m, w, y)
 }
 
-/// [`matmul`] on an explicitly chosen instruction set (tests, benchmarks); fails when this CPU
-/// lacks it.
-pub fn matmul_with_isa<W: PanelDecode + ?Sized>(
-    isa: Isa,
+/// [`matmul`] with the kernel table `k` (tests compare the tables, benchmarks time them).
+pub fn matmul_with<W: PanelDecode + ?Sized>(
+    k: &Kernels,
     x: &[f32],
     m: usize,
     w: &W,
     y: &mut [f32],
-) -> Result<(), KernelError> {
+) {
     check_shapes(x, m, w.rows(), w.cols(), y);
-    let kernel = TileKernel::for_isa(isa).ok_or(KernelError::IsaUnavailable(isa))?;
-    gemm_weights(kernel, x, m, w, None, y, false);
-    Ok(())
-}
-
-fn detected_kernel() -> TileKernel {
-    let isa = Isa::detect();
-    // `detect` only returns available levels; scalar always is.
-    TileKernel::for_isa(isa)
-        .or_else(|| TileKernel::for_isa(Isa::Scalar))
-        .expect("the scalar kernel is always available")
+    gemm_weights(k, x, m, w, None, y, false);
 }
 
 /// The reference twin of [`matmul`]: one weight row at a time, a plain sequential dot product.
 pub fn matmul_scalar(x: &[f32], m: usize, w: &WeightView, y: &mut [f32]) {
     check_shapes(x, m, w.rows, w.cols, y);
-    reference(x, m, w, Isa::Scalar, y, false);
+    reference(x, m, w, Kernels::portable(), y, false);
 }
 
 /// `y += x · Wᵀ + bias` (bias broadcast over the m rows when given). Note the accumulation:
@@ -63,7 +49,7 @@ pub fn matmul_bias(x: &[f32], m: usize, w: &WeightView, bias: Option<&[f32]>, y:
     if let Some(b) = bias {
         assert_eq!(b.len(), w.rows, "bias length");
     }
-    gemm_weights(detected_kernel(), x, m, w, bias, y, true);
+    gemm_weights(Kernels::detected(), x, m, w, bias, y, true);
 }
 
 /// The reference twin of [`matmul_bias`].
@@ -78,7 +64,7 @@ pub fn matmul_bias_scalar(
     if let Some(b) = bias {
         assert_eq!(b.len(), w.rows, "bias length");
     }
-    reference(x, m, w, Isa::Scalar, y, true);
+    reference(x, m, w, Kernels::portable(), y, true);
     if let Some(b) = bias {
         for row in y.chunks_exact_mut(w.rows.max(1)) {
             for (v, &bv) in row.iter_mut().zip(b) {
@@ -92,14 +78,14 @@ fn reference<W: PanelDecode + ?Sized>(
     x: &[f32],
     m: usize,
     w: &W,
-    isa: Isa,
+    k: &Kernels,
     y: &mut [f32],
     accumulate: bool,
 ) {
     let (rows, cols) = (w.rows(), w.cols());
     let mut wrow = vec![0.0f32; cols];
     for j in 0..rows {
-        w.decode_panel(isa, j, 1, 0, cols, &mut wrow, cols);
+        w.decode_panel(k, j, 1, 0, cols, &mut wrow, cols);
         for i in 0..m {
             let xrow = &x[i * cols..(i + 1) * cols];
             let mut acc = 0.0f32;

@@ -4,7 +4,7 @@
 //! per-feature parameters of length `dim`); violations panic before any work is done.
 
 use crate::bulk::silu_f32;
-use crate::isa::Isa;
+use crate::cpu::Kernels;
 use rayon::prelude::*;
 
 /// Elements per parallel work item of the gated norm (whole rows; one row at least).
@@ -76,13 +76,12 @@ pub fn rms_norm(
 /// compiled per ISA so that it vectorises, and rows are split over the rayon pool. Every ISA
 /// evaluates the same expressions in the same order.
 pub fn rms_norm_gated(x: &[f32], z: &[f32], dim: usize, weight: &[f32], eps: f32, out: &mut [f32]) {
-    rms_norm_gated_with_isa(Isa::detect(), x, z, dim, weight, eps, out)
+    rms_norm_gated_with(Kernels::detected(), x, z, dim, weight, eps, out)
 }
 
-/// [`rms_norm_gated`] on a given instruction set (what the tests compare); an unavailable one
-/// runs the portable body.
-pub fn rms_norm_gated_with_isa(
-    isa: Isa,
+/// [`rms_norm_gated`] with the kernel table `k` (what the tests compare).
+pub fn rms_norm_gated_with(
+    k: &Kernels,
     x: &[f32],
     z: &[f32],
     dim: usize,
@@ -97,23 +96,21 @@ pub fn rms_norm_gated_with_isa(
     out.par_chunks_mut(block)
         .zip(x.par_chunks(block))
         .zip(z.par_chunks(block))
-        .for_each(|((out, x), z)| match isa {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: AVX-512F availability checked in the guard.
-            Isa::Avx512 if Isa::Avx512.is_available() => unsafe {
-                gated_avx512(x, z, dim, weight, eps, out)
-            },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: AVX2 and FMA availability checked in the guard.
-            Isa::Avx2 | Isa::Avx512 if Isa::Avx2.is_available() => unsafe {
-                gated_avx2(x, z, dim, weight, eps, out)
-            },
-            _ => gated_body(x, z, dim, weight, eps, out),
-        });
+        // SAFETY: the table's functions run on this CPU.
+        .for_each(|((out, x), z)| unsafe { (k.gated_norm)(x, z, dim, weight, eps, out) });
 }
 
+/// The gated norm over whole rows: the kernel table's portable entry, compiled per level by
+/// `crate::x86::compiled`.
 #[inline(always)]
-fn gated_body(x: &[f32], z: &[f32], dim: usize, weight: &[f32], eps: f32, out: &mut [f32]) {
+pub(crate) fn gated_body(
+    x: &[f32],
+    z: &[f32],
+    dim: usize,
+    weight: &[f32],
+    eps: f32,
+    out: &mut [f32],
+) {
     for ((row, gate), dst) in x
         .chunks_exact(dim)
         .zip(z.chunks_exact(dim))
@@ -124,25 +121,6 @@ fn gated_body(x: &[f32], z: &[f32], dim: usize, weight: &[f32], eps: f32, out: &
             *d = (w * (v * inv)) * silu_f32(g);
         }
     }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn gated_avx512(
-    x: &[f32],
-    z: &[f32],
-    dim: usize,
-    weight: &[f32],
-    eps: f32,
-    out: &mut [f32],
-) {
-    gated_body(x, z, dim, weight, eps, out)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn gated_avx2(x: &[f32], z: &[f32], dim: usize, weight: &[f32], eps: f32, out: &mut [f32]) {
-    gated_body(x, z, dim, weight, eps, out)
 }
 
 /// LayerNorm per row: `y = (x − mean) / sqrt(var + eps) · w + b` (biased variance).

@@ -16,7 +16,7 @@
 //! vectorizes, so the result has the same bits on every machine. Only whole groups are
 //! rotated: a row's last partial group (columns past the last multiple of 64) is left as it is.
 
-use crate::isa::Isa;
+use crate::cpu::Kernels;
 use rayon::prelude::*;
 
 /// Columns per rotated group (the integer formats' scale group).
@@ -34,14 +34,14 @@ pub fn rotate_groups(x: &mut [f32], m: usize, k: usize) {
 }
 
 /// `out = x` with every whole group of 64 columns of each of the `m` rows rotated (one pass
-/// over both, parallel over rows), on the best instruction set.
+/// over both, parallel over rows), with the detected kernel table.
 pub fn rotate_groups_into(x: &[f32], m: usize, k: usize, out: &mut [f32]) {
-    rotate_groups_into_with_isa(Isa::detect(), x, m, k, out)
+    rotate_groups_into_with(Kernels::detected(), x, m, k, out)
 }
 
-/// [`rotate_groups_into`] compiled for `isa` (lowered to what the CPU has): the same additions
-/// in the same order on every instruction set, so the same bits.
-pub fn rotate_groups_into_with_isa(isa: Isa, x: &[f32], m: usize, k: usize, out: &mut [f32]) {
+/// [`rotate_groups_into`] with the kernel table `kt`: the same additions in the same order in
+/// every table, so the same bits.
+pub fn rotate_groups_into_with(kt: &Kernels, x: &[f32], m: usize, k: usize, out: &mut [f32]) {
     assert_eq!(x.len(), m * k, "x must be m × k");
     assert_eq!(out.len(), m * k, "out must be m × k");
     if k == 0 {
@@ -51,31 +51,17 @@ pub fn rotate_groups_into_with_isa(isa: Isa, x: &[f32], m: usize, k: usize, out:
         .zip(x.par_chunks(k * ROWS_PER_TASK))
         .for_each(|(dst, src)| {
             for (d, s) in dst.chunks_exact_mut(k).zip(src.chunks_exact(k)) {
-                rotate_row_into(isa, s, d);
+                // SAFETY: the table's functions run on this CPU.
+                unsafe { (kt.rotate_row)(s, d) };
             }
         });
 }
 
-/// One row: whole groups rotated from `src` into `dst`, a partial last group copied.
-fn rotate_row_into(isa: Isa, src: &[f32], dst: &mut [f32]) {
-    match isa {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: AVX2 availability checked in the guard; the body is safe code.
-        Isa::Avx2 | Isa::Avx512 if Isa::Avx2.is_available() => unsafe { row_avx2(src, dst) },
-        _ => row_body(src, dst),
-    }
-}
-
-/// The portable body compiled with AVX2 enabled: the groups' eight-wide rows become single
-/// vector additions (the baseline target has four-wide SSE only).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn row_avx2(src: &[f32], dst: &mut [f32]) {
-    row_body(src, dst)
-}
-
+/// One row: whole groups rotated from `src` into `dst`, a partial last group copied. The
+/// kernel table's portable entry; `crate::x86::compiled` compiles it with AVX2, where the
+/// groups' eight-wide rows become single vector additions.
 #[inline(always)]
-fn row_body(src: &[f32], dst: &mut [f32]) {
+pub(crate) fn row_body(src: &[f32], dst: &mut [f32]) {
     debug_assert_eq!(src.len(), dst.len());
     let whole = src.len() / ROTATION_GROUP * ROTATION_GROUP;
     for (s, d) in src[..whole]
@@ -260,10 +246,10 @@ mod tests {
                 }
             }
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-            for isa in Isa::ALL {
+            for kt in Kernels::available() {
                 let mut out = vec![f32::NAN; m * k];
-                rotate_groups_into_with_isa(isa, &x, m, k, &mut out);
-                proptest::prop_assert_eq!(bits(&out), bits(&want), "{:?}", isa);
+                rotate_groups_into_with(kt, &x, m, k, &mut out);
+                proptest::prop_assert_eq!(bits(&out), bits(&want), "{:?}", kt);
             }
             let mut y = x.clone();
             rotate_groups(&mut y, m, k);

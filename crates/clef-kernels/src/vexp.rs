@@ -6,7 +6,7 @@
 //! term can distinguish from 0 next to its maximum, which is 1). The loop body is plain
 //! arithmetic so that the compiler vectorises it; the same source is compiled once per ISA.
 
-use crate::isa::Isa;
+use crate::cpu::Kernels;
 
 const EXP_MAX: f32 = 88.722_83;
 const EXP_MIN: f32 = -87.336_55;
@@ -46,41 +46,19 @@ pub(crate) fn exp_poly(x: f32) -> f32 {
     }
 }
 
+/// `x ← e^x` elementwise: the kernel table's portable entry, compiled per level by
+/// `crate::x86::compiled`.
 #[inline(always)]
-fn exp_body(x: &mut [f32]) {
+pub(crate) fn exp_body(x: &mut [f32]) {
     for v in x.iter_mut() {
         *v = exp_poly(*v);
     }
 }
 
-/// `x ← e^x` elementwise on the given ISA (which must be available; lower levels are used
-/// otherwise).
-pub(crate) fn exp_in_place(isa: Isa, x: &mut [f32]) {
-    match isa {
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 if Isa::Avx512.is_available() => {
-            // SAFETY: AVX-512F checked just above.
-            unsafe { exp_avx512(x) }
-        }
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 | Isa::Avx512 if Isa::Avx2.is_available() => {
-            // SAFETY: AVX2 and FMA checked just above.
-            unsafe { exp_avx2(x) }
-        }
-        _ => exp_body(x),
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn exp_avx512(x: &mut [f32]) {
-    exp_body(x)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn exp_avx2(x: &mut [f32]) {
-    exp_body(x)
+/// `x ← e^x` elementwise with the kernel table `k`.
+pub(crate) fn exp_in_place(k: &Kernels, x: &mut [f32]) {
+    // SAFETY: the table's functions run on this CPU.
+    unsafe { (k.exp)(x) }
 }
 
 #[cfg(test)]
@@ -98,12 +76,12 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(64))]
         #[test]
         fn every_isa_is_within_two_ulp(values in proptest::collection::vec(-87.0f32..88.0, 1..100)) {
-            for isa in Isa::available() {
+            for kt in Kernels::available() {
                 let mut got = values.clone();
-                exp_in_place(isa, &mut got);
+                exp_in_place(kt, &mut got);
                 for (&x, &y) in values.iter().zip(&got) {
                     let err = ulps(y, f64::from(x).exp());
-                    prop_assert!(err <= 2.0, "{isa:?} exp({x}) = {y}: {err} ulp");
+                    prop_assert!(err <= 2.0, "{kt:?} exp({x}) = {y}: {err} ulp");
                 }
             }
         }
@@ -111,9 +89,9 @@ mod tests {
 
     #[test]
     fn edges() {
-        for isa in Isa::available() {
+        for kt in Kernels::available() {
             let mut x = [f32::NEG_INFINITY, -1000.0, -88.0, 0.0, 88.72, f32::NAN];
-            exp_in_place(isa, &mut x);
+            exp_in_place(kt, &mut x);
             assert_eq!(x[0], 0.0);
             assert_eq!(x[1], 0.0);
             assert_eq!(x[2], 0.0);

@@ -4,9 +4,9 @@
 //! whole matrix: the matmul asks for one panel (a few rows × a few hundred columns) at a time
 //! through [`PanelDecode`], which is where other formats (LUT-6, ternary, 4-bit, int8) plug in.
 
+use crate::cpu::Kernels;
 use crate::decode;
 use crate::error::KernelError;
-use crate::isa::Isa;
 
 /// The stored bytes of a weight matrix. Byte slices carry no alignment guarantee (mmapped
 /// safetensors put tensors at arbitrary offsets) and are little-endian.
@@ -95,7 +95,7 @@ impl<'a> WeightView<'a> {
     pub fn row_to_f32(&self, r: usize, out: &mut [f32]) {
         assert!(r < self.rows, "row {r} out of {} rows", self.rows);
         assert_eq!(out.len(), self.cols, "row buffer length");
-        self.decode_panel(Isa::detect(), r, 1, 0, self.cols, out, self.cols);
+        self.decode_panel(Kernels::detected(), r, 1, 0, self.cols, out, self.cols);
     }
 }
 
@@ -107,11 +107,11 @@ pub trait PanelDecode: Sync {
     /// Columns (input features).
     fn cols(&self) -> usize;
     /// Writes rows `row0..row0 + nrows`, columns `col0..col0 + ncols` into
-    /// `out[r * ld + c]` (r, c relative to the block). `isa` is the level the caller runs at
-    /// (already checked to be available); implementations may ignore it.
+    /// `out[r * ld + c]` (r, c relative to the block), with the decoders of the kernel table
+    /// `k` the caller runs with.
     fn decode_panel(
         &self,
-        isa: Isa,
+        k: &Kernels,
         row0: usize,
         nrows: usize,
         col0: usize,
@@ -139,7 +139,7 @@ impl PanelDecode for WeightView<'_> {
 
     fn decode_panel(
         &self,
-        isa: Isa,
+        k: &Kernels,
         row0: usize,
         nrows: usize,
         col0: usize,
@@ -154,13 +154,13 @@ impl PanelDecode for WeightView<'_> {
             match self.data {
                 WeightData::F32(values) => dst.copy_from_slice(&values[start..start + ncols]),
                 WeightData::F32Bytes(bytes) => {
-                    decode::f32_bytes(isa, &bytes[start * 4..(start + ncols) * 4], dst)
+                    decode::f32_bytes(&bytes[start * 4..(start + ncols) * 4], dst)
                 }
                 WeightData::Bf16(bytes) => {
-                    decode::bf16_bytes(isa, &bytes[start * 2..(start + ncols) * 2], dst)
+                    decode::bf16_bytes(k, &bytes[start * 2..(start + ncols) * 2], dst)
                 }
                 WeightData::F16(bytes) => {
-                    decode::f16_bytes(isa, &bytes[start * 2..(start + ncols) * 2], dst)
+                    decode::f16_bytes(k, &bytes[start * 2..(start + ncols) * 2], dst)
                 }
             }
         }

@@ -2,8 +2,8 @@
 //! softmax(QKᵀ)V computed in f64 in this file: GQA groups, n < t, many key blocks.
 
 use clef_kernels::{
-    attention, attention_scalar, attention_with_isa, causal_attention, causal_attention_scalar,
-    causal_attention_with_isa, Isa,
+    attention, attention_scalar, attention_with, causal_attention, causal_attention_scalar,
+    causal_attention_with, Kernels,
 };
 use proptest::prelude::*;
 use rand::rngs::StdRng;
@@ -78,10 +78,10 @@ fn check_causal(seed: u64, n: usize, extra: usize, hkv: usize, group: usize, d: 
     let mut got = vec![f32::NAN; n * hq * d];
     causal_attention_scalar(&q, &k, &v, n, t, hq, hkv, d, scale, &mut got);
     assert_close(&got, &want, "scalar twin");
-    for isa in Isa::available() {
+    for kt in Kernels::available() {
         let mut got = vec![f32::NAN; n * hq * d];
-        causal_attention_with_isa(isa, &q, &k, &v, n, t, hq, hkv, d, scale, &mut got).expect("isa");
-        assert_close(&got, &want, isa.name());
+        causal_attention_with(kt, &q, &k, &v, n, t, hq, hkv, d, scale, &mut got);
+        assert_close(&got, &want, kt.level());
     }
     let mut got = vec![f32::NAN; n * hq * d];
     causal_attention(&q, &k, &v, n, t, hq, hkv, d, scale, &mut got);
@@ -98,10 +98,10 @@ fn check_bidirectional(seed: u64, nq: usize, nk: usize, h: usize, d: usize) {
     let mut got = vec![f32::NAN; nq * h * d];
     attention_scalar(&q, &k, &v, nq, nk, h, d, scale, &mut got);
     assert_close(&got, &want, "scalar twin");
-    for isa in Isa::available() {
+    for kt in Kernels::available() {
         let mut got = vec![f32::NAN; nq * h * d];
-        attention_with_isa(isa, &q, &k, &v, nq, nk, h, d, scale, &mut got).expect("isa");
-        assert_close(&got, &want, isa.name());
+        attention_with(kt, &q, &k, &v, nq, nk, h, d, scale, &mut got);
+        assert_close(&got, &want, kt.level());
     }
     let mut got = vec![f32::NAN; nq * h * d];
     attention(&q, &k, &v, nq, nk, h, d, scale, &mut got);

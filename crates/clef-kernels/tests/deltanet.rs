@@ -2,8 +2,8 @@
 //! recurrence: any length (chunk boundaries anywhere), carried state, head groups r = 1, 2, 3.
 
 use clef_kernels::{
-    gated_delta_rule, gated_delta_rule_recurrent, gated_delta_rule_with_isa, l2_normalize,
-    DeltaNetDims, Isa,
+    gated_delta_rule, gated_delta_rule_recurrent, gated_delta_rule_with, l2_normalize,
+    DeltaNetDims, Kernels,
 };
 use proptest::prelude::*;
 use rand::rngs::StdRng;
@@ -113,7 +113,7 @@ fn check(seed: u64, n: usize, split: usize, dims: DeltaNetDims) {
          o: &mut [f32]| { gated_delta_rule_recurrent(q, k, v, g, b, len, &dims, s, o) };
     // The reference itself never splits: the recurrence is the definition.
     let (want_out, want_state) = run_split(&c, n, &reference);
-    for isa in Isa::available() {
+    for kt in Kernels::available() {
         let fast = |q: &[f32],
                     k: &[f32],
                     v: &[f32],
@@ -122,11 +122,11 @@ fn check(seed: u64, n: usize, split: usize, dims: DeltaNetDims) {
                     len: usize,
                     s: &mut [f32],
                     o: &mut [f32]| {
-            gated_delta_rule_with_isa(isa, q, k, v, g, b, len, &dims, s, o).expect("available")
+            gated_delta_rule_with(kt, q, k, v, g, b, len, &dims, s, o)
         };
         let (out, state) = run_split(&c, split, &fast);
-        assert_close(&out, &want_out, &format!("{isa:?} out"));
-        assert_close(&state, &want_state, &format!("{isa:?} state"));
+        assert_close(&out, &want_out, &format!("{kt:?} out"));
+        assert_close(&state, &want_state, &format!("{kt:?} state"));
     }
     let dispatched =
         |q: &[f32],

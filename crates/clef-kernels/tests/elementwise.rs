@@ -2,8 +2,8 @@
 //! bit for bit, and the twin against the definition.
 
 use clef_kernels::{
-    add_in_place_with_isa, causal_conv1d_with_isa, deltanet_gates, mul_sigmoid_in_place,
-    scale_in_place, sigmoid, softplus, unscale_in_place, Isa,
+    add_in_place_with, causal_conv1d_with, deltanet_gates, mul_sigmoid_in_place, scale_in_place,
+    sigmoid, softplus, unscale_in_place, Kernels,
 };
 use proptest::prelude::*;
 
@@ -43,10 +43,10 @@ proptest! {
                 want[t * channels + c] = acc;
             }
         }
-        for isa in Isa::available() {
+        for kt in Kernels::available() {
             let mut got = vec![f32::NAN; n * channels];
-            causal_conv1d_with_isa(isa, &ext, &w, channels, n, &mut got);
-            prop_assert_eq!(bits(&got), bits(&want), "{:?}", isa);
+            causal_conv1d_with(kt, &ext, &w, channels, n, &mut got);
+            prop_assert_eq!(bits(&got), bits(&want), "{:?}", kt);
         }
     }
 
@@ -55,10 +55,10 @@ proptest! {
         let a = values(seed, n);
         let b = values(seed ^ 0x51, n);
         let want: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
-        for isa in Isa::available() {
+        for kt in Kernels::available() {
             let mut got = a.clone();
-            add_in_place_with_isa(isa, &mut got, &b);
-            prop_assert_eq!(bits(&got), bits(&want), "{:?}", isa);
+            add_in_place_with(kt, &mut got, &b);
+            prop_assert_eq!(bits(&got), bits(&want), "{:?}", kt);
         }
     }
 

@@ -8,11 +8,11 @@ use clef_kernels::formats::lowrank::LowRankF32;
 use clef_kernels::formats::q8::{self, Q8View};
 use clef_kernels::formats::ternary::{self, TernaryView};
 use clef_kernels::int8::{
-    matmul_int8, matmul_int8_adapted, matmul_int8_adapted_with_isa, matmul_int8_reference,
-    matmul_int8_with_isa, quantize_rows_scalar, quantize_rows_with_isa, ActivationBits, Int8Isa,
-    Int8Weights, QuantizedRows, TernaryPlanes, GROUP,
+    matmul_int8, matmul_int8_adapted, matmul_int8_adapted_with, matmul_int8_reference,
+    matmul_int8_with, quantize_rows_scalar, quantize_rows_with, ActivationBits, Int8Weights,
+    QuantizedRows, TernaryPlanes, GROUP,
 };
-use clef_kernels::{matmul_scalar, Isa, PanelDecode, WeightView};
+use clef_kernels::{matmul_scalar, Kernels, PanelDecode, WeightView};
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -119,21 +119,21 @@ fn same_bits(a: &[f32], b: &[f32]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
 }
 
-/// `run(Some(isa), y)` on every available tile and `run(None, y)` (the dispatcher), on 1 and 3
-/// threads: the bits of `want`.
+/// `run(Some(table), y)` with every available kernel table and `run(None, y)` (the detected
+/// one), on 1 and 3 threads: the bits of `want`.
 fn check_paths(
     want: &[f32],
-    run: impl Fn(Option<Int8Isa>, &mut [f32]) + Sync,
+    run: impl Fn(Option<&'static Kernels>, &mut [f32]) + Sync,
 ) -> Result<(), TestCaseError> {
     for threads in [1, 3] {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .build()
             .unwrap();
-        for isa in Int8Isa::available().into_iter().map(Some).chain([None]) {
+        for kt in Kernels::available().into_iter().map(Some).chain([None]) {
             let mut got = vec![f32::NAN; want.len()];
-            pool.install(|| run(isa, &mut got));
-            prop_assert!(same_bits(&got, want), "{:?} on {} threads", isa, threads);
+            pool.install(|| run(kt, &mut got));
+            prop_assert!(same_bits(&got, want), "{:?} on {} threads", kt, threads);
         }
     }
     Ok(())
@@ -143,8 +143,8 @@ fn check_paths(
 fn check_tiles<W: Int8Weights>(w: &W, x: &[f32], m: usize) -> Result<(), TestCaseError> {
     let mut want = vec![0.0f32; m * w.rows()];
     matmul_int8_reference(x, m, w, &mut want);
-    check_paths(&want, |isa, y| match isa {
-        Some(isa) => matmul_int8_with_isa(isa, x, m, w, y).unwrap(),
+    check_paths(&want, |kt, y| match kt {
+        Some(kt) => matmul_int8_with(kt, x, m, w, y),
         None => matmul_int8(x, m, w, y),
     })
 }
@@ -167,8 +167,8 @@ fn check_adapted<W: Int8Weights>(
     let mut want = vec![0.0f32; m * w.rows()];
     matmul_int8_reference(x, m, w, &mut want);
     lr.apply_scalar(x, m, &mut want);
-    check_paths(&want, |isa, y| match isa {
-        Some(isa) => matmul_int8_adapted_with_isa(isa, x, m, w, lr, y).unwrap(),
+    check_paths(&want, |kt, y| match kt {
+        Some(kt) => matmul_int8_adapted_with(kt, x, m, w, lr, y),
         None => matmul_int8_adapted(x, m, w, lr, y),
     })
 }
@@ -243,10 +243,10 @@ proptest! {
         let bits = if seven { ActivationBits::Seven } else { ActivationBits::Eight };
         let mut want = QuantizedRows::default();
         quantize_rows_scalar(bits, &x, m, k, &mut want);
-        for isa in Isa::available() {
+        for kt in Kernels::available() {
             let mut got = QuantizedRows::default();
-            quantize_rows_with_isa(isa, bits, &x, m, k, &mut got);
-            prop_assert_eq!(&got, &want, "{:?}", isa);
+            quantize_rows_with(kt, bits, &x, m, k, &mut got);
+            prop_assert_eq!(&got, &want, "{:?}", kt);
         }
         // Each code is within half a step of its value and within the bound, the largest
         // magnitude reaches the bound, and the sums are the codes' sums.

@@ -3,7 +3,7 @@
 //! multiplication is the same), and against the scalar reference product.
 
 use clef_kernels::formats::lut6::{widen_f16_tables, Lut6View, GROUP_ROWS};
-use clef_kernels::{matmul_panels, matmul_scalar, matmul_with_isa, Isa, WeightView};
+use clef_kernels::{matmul_panels, matmul_scalar, matmul_with, Kernels, WeightView};
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -49,12 +49,12 @@ proptest! {
         let lut = Lut6View::new(c.rows, c.cols, &c.packed, &c.tables).unwrap();
         let dense_values = lut.dequantize();
         let dense = WeightView::f32(c.rows, c.cols, &dense_values).unwrap();
-        for isa in Isa::available() {
+        for kt in Kernels::available() {
             let mut got = vec![0.0f32; c.m * c.rows];
             let mut want = vec![0.0f32; c.m * c.rows];
-            matmul_with_isa(isa, &c.x, c.m, &lut, &mut got).unwrap();
-            matmul_with_isa(isa, &c.x, c.m, &dense, &mut want).unwrap();
-            prop_assert!(got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "{:?}", isa);
+            matmul_with(kt, &c.x, c.m, &lut, &mut got);
+            matmul_with(kt, &c.x, c.m, &dense, &mut want);
+            prop_assert!(got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "{:?}", kt);
         }
         let mut got = vec![0.0f32; c.m * c.rows];
         matmul_panels(&c.x, c.m, &lut, &mut got);

@@ -3,7 +3,7 @@
 //! dtypes, and byte slices at odd offsets.
 
 use clef_kernels::{
-    matmul, matmul_bias, matmul_bias_scalar, matmul_scalar, matmul_with_isa, Isa, KernelError,
+    matmul, matmul_bias, matmul_bias_scalar, matmul_scalar, matmul_with, KernelError, Kernels,
     WeightData, WeightView,
 };
 use proptest::prelude::*;
@@ -124,9 +124,9 @@ proptest! {
         let mut want = vec![0.0; m * rows];
         matmul_scalar(&x, m, &w, &mut want);
 
-        for isa in Isa::available() {
+        for kt in Kernels::available() {
             let mut got = vec![f32::NAN; m * rows];
-            matmul_with_isa(isa, &x, m, &w, &mut got).expect("available ISA");
+            matmul_with(kt, &x, m, &w, &mut got);
             assert_close(&got, &want, &x, &wf, m, rows, cols);
         }
         let mut got = vec![f32::NAN; m * rows];
@@ -176,13 +176,13 @@ proptest! {
         let w = stored.view(rows, cols);
         let bias = random_vec(&mut rng, rows);
         let start = random_vec(&mut rng, many * rows);
-        for isa in Isa::available() {
+        for kt in Kernels::available() {
             let mut all = vec![f32::NAN; many * rows];
-            matmul_with_isa(isa, &x, many, &w, &mut all).expect("available ISA");
+            matmul_with(kt, &x, many, &w, &mut all);
             let mut few = vec![f32::NAN; m * rows];
-            matmul_with_isa(isa, &x[..m * cols], m, &w, &mut few).expect("available ISA");
+            matmul_with(kt, &x[..m * cols], m, &w, &mut few);
             let same = few.iter().zip(&all).all(|(a, b)| a.to_bits() == b.to_bits());
-            prop_assert!(same, "{isa:?}: {m} rows differ from the same rows among {many}");
+            prop_assert!(same, "{kt:?}: {m} rows differ from the same rows among {many}");
         }
         let mut all = start.clone();
         matmul_bias(&x, many, &w, Some(&bias), &mut all);
@@ -288,16 +288,20 @@ fn row_gather_decodes_each_dtype_exactly() {
 }
 
 #[test]
-fn forcing_an_unavailable_isa_is_an_error() {
-    let w = WeightView::f32(1, 1, &[1.0]).expect("1×1");
-    let mut y = [0.0];
-    for isa in Isa::ALL {
-        let result = matmul_with_isa(isa, &[2.0], 1, &w, &mut y);
-        if isa.is_available() {
-            assert!(result.is_ok());
-            assert_eq!(y, [2.0]);
-        } else {
-            assert_eq!(result, Err(KernelError::IsaUnavailable(isa)));
+fn an_unavailable_level_has_no_table() {
+    for level in clef_kernels::cpu::Level::all() {
+        match Kernels::named(level.name) {
+            Ok(kt) => {
+                assert!(level.is_available());
+                let w = WeightView::f32(1, 1, &[1.0]).expect("1×1");
+                let mut y = [0.0];
+                matmul_with(kt, &[2.0], 1, &w, &mut y);
+                assert_eq!(y, [2.0]);
+            }
+            Err(e) => {
+                assert!(!level.is_available());
+                assert!(e.to_string().contains(level.name), "{e}");
+            }
         }
     }
 }

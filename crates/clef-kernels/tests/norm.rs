@@ -2,7 +2,7 @@
 //! evaluation (sums over `dim` elements in 16 partial sums, then a few multiplications).
 
 use clef_kernels::{
-    l2_normalize, layer_norm, rms_norm, rms_norm_gated, rms_norm_gated_with_isa, Isa,
+    l2_normalize, layer_norm, rms_norm, rms_norm_gated, rms_norm_gated_with, Kernels,
 };
 use proptest::prelude::*;
 use rand::rngs::StdRng;
@@ -83,12 +83,12 @@ proptest! {
         }
         assert_rel(&out, &want, dim + 16, "rms_norm_gated");
         let mut portable = vec![f32::NAN; rows * dim];
-        rms_norm_gated_with_isa(Isa::Scalar, &x, &z, dim, &w, 1e-6, &mut portable);
-        for isa in Isa::available() {
+        rms_norm_gated_with(Kernels::portable(), &x, &z, dim, &w, 1e-6, &mut portable);
+        for kt in Kernels::available() {
             let mut got = vec![f32::NAN; rows * dim];
-            rms_norm_gated_with_isa(isa, &x, &z, dim, &w, 1e-6, &mut got);
+            rms_norm_gated_with(kt, &x, &z, dim, &w, 1e-6, &mut got);
             let same = got.iter().zip(&portable).all(|(a, b)| a.to_bits() == b.to_bits());
-            prop_assert!(same, "{isa:?} differs from the portable body");
+            prop_assert!(same, "{kt:?} differs from the portable body");
         }
     }
 

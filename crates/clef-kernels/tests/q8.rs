@@ -5,7 +5,7 @@
 //! (bit-identical on every ISA) and against the scalar reference product.
 
 use clef_kernels::formats::q8::{row_groups, Q8View, GROUP};
-use clef_kernels::{matmul_panels, matmul_scalar, matmul_with_isa, Isa, PanelDecode, WeightView};
+use clef_kernels::{matmul_panels, matmul_scalar, matmul_with, Kernels, PanelDecode, WeightView};
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -40,12 +40,12 @@ proptest! {
         for r in 0..nr {
             v.decode_row_scalar(r0 + r, c0, &mut want[r * ld..r * ld + nc]);
         }
-        for isa in Isa::available() {
+        for kt in Kernels::available() {
             let mut got = vec![7.0f32; nr.max(1) * ld];
-            v.decode_panel(isa, r0, nr, c0, nc, &mut got, ld);
+            v.decode_panel(kt, r0, nr, c0, nc, &mut got, ld);
             prop_assert!(
                 got.iter().zip(&want).all(|(x, y)| x.to_bits() == y.to_bits()),
-                "{:?}: rows {}..{} cols {}..{} of {}x{}", isa, r0, r1, c0, c1, rows, cols
+                "{:?}: rows {}..{} cols {}..{} of {}x{}", kt, r0, r1, c0, c1, rows, cols
             );
         }
     }
@@ -100,14 +100,14 @@ proptest! {
         let dense_values = w.dequantize();
         let dense = WeightView::f32(rows, cols, &dense_values).unwrap();
         let x: Vec<f32> = (0..m * cols).map(|_| rng.random_range(-1.0f32..1.0)).collect();
-        for isa in Isa::available() {
+        for kt in Kernels::available() {
             let mut got = vec![0.0f32; m * rows];
             let mut want = vec![0.0f32; m * rows];
-            matmul_with_isa(isa, &x, m, &w, &mut got).unwrap();
-            matmul_with_isa(isa, &x, m, &dense, &mut want).unwrap();
+            matmul_with(kt, &x, m, &w, &mut got);
+            matmul_with(kt, &x, m, &dense, &mut want);
             prop_assert!(
                 got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()),
-                "{:?}", isa
+                "{:?}", kt
             );
         }
         let mut got = vec![0.0f32; m * rows];
@@ -134,7 +134,7 @@ fn single_rows_decode_like_the_matrix() {
     let dense = w.dequantize();
     let mut row = vec![0.0f32; cols];
     for r in 0..rows {
-        w.decode_row(Isa::detect(), r, 0, &mut row);
+        w.decode_row(Kernels::detected(), r, 0, &mut row);
         assert_eq!(row, dense[r * cols..(r + 1) * cols]);
         assert_eq!(w.row_codes(r), &codes[r * cols..(r + 1) * cols]);
     }
@@ -158,7 +158,7 @@ fn decode_cost_per_weight() {
     let q = Q8View::new(rows, cols, &codes, &scales).unwrap();
     let b = WeightView::new(rows, cols, WeightData::Bf16(&bf)).unwrap();
     let mut panel = vec![0.0f32; 12 * 384];
-    for isa in Isa::available() {
+    for kt in Kernels::available() {
         let mut cost = |w: &dyn PanelDecode| {
             let mut best = f64::MAX;
             for _ in 0..5 {
@@ -166,7 +166,7 @@ fn decode_cost_per_weight() {
                 for r0 in (0..rows).step_by(12) {
                     for c0 in (0..cols).step_by(384) {
                         let n = 384.min(cols - c0);
-                        w.decode_panel(isa, r0, 12.min(rows - r0), c0, n, &mut panel, 384);
+                        w.decode_panel(kt, r0, 12.min(rows - r0), c0, n, &mut panel, 384);
                     }
                 }
                 best = best.min(t0.elapsed().as_secs_f64());
@@ -175,7 +175,7 @@ fn decode_cost_per_weight() {
         };
         let (cb, cq) = (cost(&b), cost(&q));
         println!(
-            "{isa:?}: ns per weight: bf16 {cb:.3}, q8 {cq:.3} ({:.2}x)",
+            "{kt:?}: ns per weight: bf16 {cb:.3}, q8 {cq:.3} ({:.2}x)",
             cq / cb
         );
     }

@@ -4,7 +4,7 @@
 
 use clef_kernels::formats::affine4::{self, Affine4View};
 use clef_kernels::formats::ternary::{self, TernaryView};
-use clef_kernels::{matmul_panels, matmul_scalar, matmul_with_isa, Isa, PanelDecode, WeightView};
+use clef_kernels::{matmul_panels, matmul_scalar, matmul_with, Kernels, PanelDecode, WeightView};
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -29,17 +29,17 @@ fn check<W: PanelDecode>(
 ) -> Result<(), TestCaseError> {
     let (rows, cols) = (w.rows(), w.cols());
     let dense = WeightView::f32(rows, cols, dense_values).unwrap();
-    for isa in Isa::available() {
+    for kt in Kernels::available() {
         let mut got = vec![0.0f32; m * rows];
         let mut want = vec![0.0f32; m * rows];
-        matmul_with_isa(isa, x, m, w, &mut got).unwrap();
-        matmul_with_isa(isa, x, m, &dense, &mut want).unwrap();
+        matmul_with(kt, x, m, w, &mut got);
+        matmul_with(kt, x, m, &dense, &mut want);
         prop_assert!(
             got.iter()
                 .zip(&want)
                 .all(|(a, b)| a.to_bits() == b.to_bits()),
             "{:?}",
-            isa
+            kt
         );
     }
     let mut got = vec![0.0f32; m * rows];
@@ -100,7 +100,7 @@ fn single_rows_decode_like_the_matrix() {
     let dense = w.dequantize();
     let mut row = vec![0.0f32; cols];
     for r in 0..rows {
-        w.decode_row(Isa::detect(), r, 0, &mut row);
+        w.decode_row(Kernels::detected(), r, 0, &mut row);
         assert_eq!(row, dense[r * cols..(r + 1) * cols]);
     }
 }
@@ -125,7 +125,7 @@ fn decode_cost_per_weight() {
     let a = Affine4View::new(rows, cols, &q4, &scales, &scales).unwrap();
     let b = WeightView::new(rows, cols, WeightData::Bf16(&bf)).unwrap();
     let mut panel = vec![0.0f32; 12 * 384];
-    for isa in Isa::available() {
+    for kt in Kernels::available() {
         let mut cost = |w: &dyn PanelDecode| {
             let mut best = f64::MAX;
             for _ in 0..5 {
@@ -133,7 +133,7 @@ fn decode_cost_per_weight() {
                 for r0 in (0..rows).step_by(12) {
                     for c0 in (0..cols).step_by(384) {
                         let n = 384.min(cols - c0);
-                        w.decode_panel(isa, r0, 12.min(rows - r0), c0, n, &mut panel, 384);
+                        w.decode_panel(kt, r0, 12.min(rows - r0), c0, n, &mut panel, 384);
                     }
                 }
                 best = best.min(t0.elapsed().as_secs_f64());
@@ -142,7 +142,7 @@ fn decode_cost_per_weight() {
         };
         let (cb, ct, ca) = (cost(&b), cost(&t), cost(&a));
         println!(
-            "{isa:?}: ns per weight: bf16 {cb:.3}, ternary {ct:.3} ({:.2}x), 4-bit {ca:.3} ({:.2}x)",
+            "{kt:?}: ns per weight: bf16 {cb:.3}, ternary {ct:.3} ({:.2}x), 4-bit {ca:.3} ({:.2}x)",
             ct / cb,
             ca / cb
         );

@@ -14,7 +14,7 @@ use clef_kernels::formats::lut6::{widen_f16_tables, Lut6View};
 use clef_kernels::formats::q8::Q8View;
 use clef_kernels::formats::ternary::TernaryView;
 use clef_kernels::int8::{matmul_int8, matmul_int8_adapted, Int8Weights, TernaryPlanes};
-use clef_kernels::{matmul, matmul_panels, rotate_groups_into, Isa, PanelDecode};
+use clef_kernels::{matmul, matmul_panels, rotate_groups_into, Kernels, PanelDecode};
 use std::cell::RefCell;
 use std::sync::OnceLock;
 
@@ -159,7 +159,7 @@ impl LowRank {
         let (r, cols) = (self.rank, w.cols());
         let mut run = |ext: &mut Vec<f32>| {
             ext.resize(m * (cols + r), 0.0);
-            self.kernel.extended_input(Isa::detect(), x, m, ext);
+            self.kernel.extended_input(Kernels::detected(), x, m, ext);
             matmul_panels(ext, m, &fused, y);
         };
         // A reused buffer: a fresh multi-megabyte allocation per call costs page faults.

@@ -7,7 +7,7 @@ use crate::error::{ModelError, Result};
 use crate::tensor::{Dtype, Tensor};
 use clef_formats::{affine4, dense_name, WeightLayout};
 use clef_kernels::formats::affine4::Affine4View;
-use clef_kernels::Isa;
+use clef_kernels::Kernels;
 
 /// `<prefix>.q4`, `<prefix>.scales` and `<prefix>.biases` of a `[rows, cols]` 4-bit matrix
 /// (formats.md §3.6), taken with their shapes checked.
@@ -131,7 +131,7 @@ impl RowTable {
                 }
                 Affine4View::new(*rows, *cols, codes.bytes(), scales.bytes(), biases.bytes())
                     .map_err(|e| ModelError::kernel(&codes.name, e))?
-                    .decode_row(Isa::detect(), r, 0, out);
+                    .decode_row(Kernels::detected(), r, 0, out);
             }
         }
         Ok(())

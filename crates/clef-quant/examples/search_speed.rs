@@ -69,7 +69,7 @@ fn main() {
         println!(
             "{format:?}: libm {:.1} ns/eval, search ({}) {:.1} ns/eval, speed-up {:.1}×, same choice in {same}/{n_groups} groups",
             t_base * 1e9 / (n_groups * 64 * 80) as f64,
-            clef_kernels::Isa::detect().name(),
+            clef_kernels::Kernels::detected().level(),
             t_fast * 1e9 / (n_groups * 64 * 80) as f64,
             t_base / t_fast
         );

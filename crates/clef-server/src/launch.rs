@@ -94,8 +94,9 @@ pub fn serve_blocking(launch: Launch) -> Result<(), LaunchError> {
                             vision = model.engine.supports_vision(),
                             // What the kernels run on (CLEF_ISA lowers it): a figure or a bug
                             // report means little without it.
-                            isa = clef_kernels::Isa::detect().name(),
-                            int8_isa = clef_kernels::int8::Int8Isa::detect().name(),
+                            isa = clef_kernels::Kernels::detected().level(),
+                            int8_isa = clef_kernels::Kernels::detected()
+                                .implementation(clef_kernels::cpu::Family::Int8Tile),
                             seconds = t0.elapsed().as_secs_f64(),
                             "model loaded; ready"
                         );

@@ -3,6 +3,8 @@
 
 use super::settings::MatmulArgs;
 use clap::Args;
+use clef_kernels::cpu::Family;
+use clef_kernels::Kernels;
 use clef_model::bench::{bench_prefill, BenchResult};
 use clef_model::{memory, PrefillOrder, RunOptions};
 use std::path::PathBuf;
@@ -50,6 +52,7 @@ pub fn run(args: BenchArgs, threads: usize) -> anyhow::Result<ExitCode> {
         ..Default::default()
     };
     let matmul = model.matmul_mode(&opts)?;
+    let kernels = Kernels::detected();
     let int8_peak = (matmul == clef_model::MatmulMode::Int8)
         .then(|| clef_kernels::measure_int8_peak_gops(threads));
     if !args.json {
@@ -58,10 +61,10 @@ pub fn run(args: BenchArgs, threads: usize) -> anyhow::Result<ExitCode> {
             args.model.display(),
             load_s,
             memory::fmt_bytes(memory::rss_bytes()),
-            clef_kernels::Isa::detect().name(),
+            kernels.level(),
             int8_peak.map_or(String::new(), |p| format!(
                 " | int8 peak {p:.1} G-ops/s ({})",
-                clef_kernels::int8::Int8Isa::detect().name()
+                kernels.implementation(Family::Int8Tile)
             )),
         );
         println!(
@@ -86,8 +89,8 @@ pub fn run(args: BenchArgs, threads: usize) -> anyhow::Result<ExitCode> {
                     "gflop_head": r.flops.head / 1e9, "gflops_per_second": r.gflops_per_second(),
                     "peak_gflops": peak, "percent_of_peak": pct, "peak_rss_bytes": r.peak_rss,
                     "threads": threads, "chunk": args.chunk, "matmul": matmul.name(),
-                    "isa": clef_kernels::Isa::detect().name(),
-                    "int8_isa": int8_peak.map(|_| clef_kernels::int8::Int8Isa::detect().name()),
+                    "isa": kernels.level(),
+                    "int8_isa": int8_peak.map(|_| kernels.implementation(Family::Int8Tile)),
                     "int8_peak_gops": int8_peak,
                     "linears": r.linears.iter().map(|t| serde_json::json!({
                         "kind": t.kind.name(), "seconds": t.seconds, "gflop": t.flops / 1e9,

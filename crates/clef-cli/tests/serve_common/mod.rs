@@ -196,7 +196,7 @@ impl Server {
         let ours = clef_testkit::isa::under_test();
         assert_eq!(
             self.kernels_isa().as_deref(),
-            Some(ours.name()),
+            Some(ours.level()),
             "the server's kernels; log:\n{}",
             self.log_text()
         );

@@ -1,8 +1,7 @@
 //! Blocked attention with an online softmax (the fast path of [`super`]).
 
+use crate::cpu::Kernels;
 use crate::gemm::small::{Left, Mat, Right, SmallGemm};
-use crate::gemm::TileKernel;
-use crate::isa::Isa;
 use crate::scratch;
 use crate::vexp::exp_poly;
 use crate::weights::prefetch_lines;
@@ -19,7 +18,7 @@ const KEY_BLOCK: usize = 128;
 /// memory is O(rows · (d + KEY_BLOCK)) whatever the sequence length. Items run in parallel on
 /// the rayon pool; their results are gathered into `out` afterwards.
 pub(super) fn flash(
-    kernel: TileKernel,
+    kt: &'static Kernels,
     q: &[f32],
     k: &[f32],
     v: &[f32],
@@ -37,7 +36,7 @@ pub(super) fn flash(
     }
     let group = hq / hkv;
     let qblocks = nq.div_ceil(QUERY_BLOCK);
-    let shape = Shape {
+    let shape = FlashShape {
         nq,
         nk,
         hq,
@@ -55,9 +54,7 @@ pub(super) fn flash(
         .enumerate()
         .for_each(|(item, dst)| {
             let (qb, h) = (item / hkv, item % hkv);
-            with_flash(kernel, |fl| {
-                fl.item(&shape, q, k, v, qb * QUERY_BLOCK, h, dst)
-            });
+            with_flash(kt, |fl| fl.item(&shape, q, k, v, qb * QUERY_BLOCK, h, dst));
         });
     out.par_chunks_mut(hq * d).enumerate().for_each(|(i, row)| {
         let (qb, il) = (i / QUERY_BLOCK, i % QUERY_BLOCK);
@@ -74,18 +71,19 @@ thread_local! {
     static FLASH: RefCell<Option<Flash>> = const { RefCell::new(None) };
 }
 
-fn with_flash(kernel: TileKernel, f: impl FnOnce(&mut Flash)) {
+fn with_flash(kt: &'static Kernels, f: impl FnOnce(&mut Flash)) {
     FLASH.with(|cell| {
         let mut slot = cell.borrow_mut();
         let flash = match slot.as_mut() {
-            Some(fl) if fl.isa == kernel.isa => fl,
-            _ => slot.insert(Flash::new(kernel)),
+            Some(fl) if std::ptr::eq(fl.kt, kt) => fl,
+            _ => slot.insert(Flash::new(kt)),
         };
         f(flash)
     })
 }
 
-struct Shape {
+/// The problem's shape, shared by every work item.
+pub(crate) struct FlashShape {
     nq: usize,
     nk: usize,
     hq: usize,
@@ -96,10 +94,10 @@ struct Shape {
     causal_offset: Option<usize>,
 }
 
-/// Per-worker buffers.
-struct Flash {
+/// Per-worker buffers, and the kernel table they run with.
+pub(crate) struct Flash {
+    kt: &'static Kernels,
     gemm: SmallGemm,
-    isa: Isa,
     /// (scale · Q)ᵀ `[d × rows]`: the vector operand of the score product.
     q_t: Vec<f32>,
     /// Scores, then probabilities, transposed: `[keys × ld]`, ld = rows padded to whole tiles.
@@ -111,10 +109,10 @@ struct Flash {
 }
 
 impl Flash {
-    fn new(kernel: TileKernel) -> Flash {
+    fn new(kt: &'static Kernels) -> Flash {
         Flash {
-            gemm: SmallGemm::new(kernel),
-            isa: kernel.isa,
+            kt,
+            gemm: SmallGemm::new(kt.f32_tile),
             q_t: Vec::new(),
             s_t: Vec::new(),
             o: Vec::new(),
@@ -132,7 +130,7 @@ impl Flash {
     /// come out as the transposed left operand of `O += P · V_block`, read in place.
     fn item(
         &mut self,
-        sh: &Shape,
+        sh: &FlashShape,
         q: &[f32],
         k: &[f32],
         v: &[f32],
@@ -141,52 +139,17 @@ impl Flash {
         dst: &mut [f32],
     ) {
         // The element-wise loops around the products (gather, rescaling, normalisation) are
-        // compiled once per ISA so that they vectorise as widely as the tiles.
-        match self.isa {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: the kernel was built for an available ISA (checked at construction).
-            Isa::Avx512 => unsafe { self.item_avx512(sh, q, k, v, i0, h, dst) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as above.
-            Isa::Avx2 => unsafe { self.item_avx2(sh, q, k, v, i0, h, dst) },
-            _ => self.item_body(sh, q, k, v, i0, h, dst),
-        }
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f")]
-    unsafe fn item_avx512(
-        &mut self,
-        sh: &Shape,
-        q: &[f32],
-        k: &[f32],
-        v: &[f32],
-        i0: usize,
-        h: usize,
-        dst: &mut [f32],
-    ) {
-        self.item_body(sh, q, k, v, i0, h, dst)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn item_avx2(
-        &mut self,
-        sh: &Shape,
-        q: &[f32],
-        k: &[f32],
-        v: &[f32],
-        i0: usize,
-        h: usize,
-        dst: &mut [f32],
-    ) {
-        self.item_body(sh, q, k, v, i0, h, dst)
+        // compiled per level (`crate::x86::compiled`) so that they vectorise as widely as the
+        // tiles.
+        let run = self.kt.flash_item;
+        // SAFETY: the table's functions run on this CPU.
+        unsafe { run(self, sh, q, k, v, i0, h, dst) }
     }
 
     #[inline(always)]
-    fn item_body(
+    fn body(
         &mut self,
-        sh: &Shape,
+        sh: &FlashShape,
         q: &[f32],
         k: &[f32],
         v: &[f32],
@@ -194,7 +157,7 @@ impl Flash {
         h: usize,
         dst: &mut [f32],
     ) {
-        let Shape {
+        let FlashShape {
             nq,
             nk,
             hq,
@@ -271,7 +234,7 @@ impl Flash {
                 }
             }
             softmax_step(
-                self.isa,
+                self.kt,
                 &mut self.s_t,
                 ld,
                 bk,
@@ -325,7 +288,7 @@ impl Flash {
 /// `exp(score − max)` and returns in `correction` the factor by which earlier partial results
 /// must be rescaled. Column-wise, so every loop runs along contiguous rows.
 fn softmax_step(
-    isa: Isa,
+    kt: &Kernels,
     s_t: &mut [f32],
     ld: usize,
     bk: usize,
@@ -334,51 +297,30 @@ fn softmax_step(
     row_sum: &mut [f32],
     correction: &mut [f32],
 ) {
-    match isa {
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 if Isa::Avx512.is_available() => {
-            // SAFETY: AVX-512F checked just above.
-            unsafe { softmax_step_avx512(s_t, ld, bk, rows, row_max, row_sum, correction) }
-        }
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 | Isa::Avx512 if Isa::Avx2.is_available() => {
-            // SAFETY: AVX2 and FMA checked just above.
-            unsafe { softmax_step_avx2(s_t, ld, bk, rows, row_max, row_sum, correction) }
-        }
-        _ => softmax_step_body(s_t, ld, bk, rows, row_max, row_sum, correction),
-    }
+    // SAFETY: the table's functions run on this CPU.
+    unsafe { (kt.softmax_step)(s_t, ld, bk, rows, row_max, row_sum, correction) }
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn softmax_step_avx512(
-    s_t: &mut [f32],
-    ld: usize,
-    bk: usize,
-    rows: usize,
-    row_max: &mut [f32],
-    row_sum: &mut [f32],
-    correction: &mut [f32],
-) {
-    softmax_step_body(s_t, ld, bk, rows, row_max, row_sum, correction)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn softmax_step_avx2(
-    s_t: &mut [f32],
-    ld: usize,
-    bk: usize,
-    rows: usize,
-    row_max: &mut [f32],
-    row_sum: &mut [f32],
-    correction: &mut [f32],
-) {
-    softmax_step_body(s_t, ld, bk, rows, row_max, row_sum, correction)
-}
-
+/// One query block of one kv head (see `Flash::item`): the kernel table's portable entry,
+/// compiled per level by `crate::x86::compiled`.
 #[inline(always)]
-fn softmax_step_body(
+pub(crate) fn item_body(
+    f: &mut Flash,
+    sh: &FlashShape,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    i0: usize,
+    h: usize,
+    dst: &mut [f32],
+) {
+    f.body(sh, q, k, v, i0, h, dst)
+}
+
+/// The online-softmax step: the kernel table's portable entry, compiled per level by
+/// `crate::x86::compiled`.
+#[inline(always)]
+pub(crate) fn softmax_step_body(
     s_t: &mut [f32],
     ld: usize,
     bk: usize,

@@ -4,11 +4,9 @@
 //! Layouts are row-major with heads interleaved per position: q `[n, hq, d]`, k/v `[t, hkv, d]`,
 //! out `[n, hq, d]`. Callers pass consistent lengths (checked up front; a mismatch panics).
 
-mod flash;
+pub(crate) mod flash;
 
-use crate::error::KernelError;
-use crate::gemm::TileKernel;
-use crate::isa::Isa;
+use crate::cpu::Kernels;
 use flash::flash;
 
 fn check(
@@ -50,7 +48,7 @@ pub fn causal_attention(
     assert!(t >= n, "t must be at least n");
     check(q, k, v, n, t, hq, hkv, d, out);
     flash(
-        detected(),
+        Kernels::detected(),
         q,
         k,
         v,
@@ -65,9 +63,9 @@ pub fn causal_attention(
     );
 }
 
-/// [`causal_attention`] on an explicitly chosen instruction set (tests, benchmarks).
-pub fn causal_attention_with_isa(
-    isa: Isa,
+/// [`causal_attention`] with the kernel table `kt` (tests, benchmarks).
+pub fn causal_attention_with(
+    kt: &'static Kernels,
     q: &[f32],
     k: &[f32],
     v: &[f32],
@@ -78,12 +76,10 @@ pub fn causal_attention_with_isa(
     d: usize,
     scale: f32,
     out: &mut [f32],
-) -> Result<(), KernelError> {
+) {
     assert!(t >= n, "t must be at least n");
     check(q, k, v, n, t, hq, hkv, d, out);
-    let kernel = TileKernel::for_isa(isa).ok_or(KernelError::IsaUnavailable(isa))?;
-    flash(kernel, q, k, v, n, t, hq, hkv, d, scale, Some(t - n), out);
-    Ok(())
+    flash(kt, q, k, v, n, t, hq, hkv, d, scale, Some(t - n), out);
 }
 
 /// The reference twin of [`causal_attention`]: one query row at a time, all scores, softmax,
@@ -118,12 +114,25 @@ pub fn attention(
     out: &mut [f32],
 ) {
     check(q, k, v, nq, nk, h, h, d, out);
-    flash(detected(), q, k, v, nq, nk, h, h, d, scale, None, out);
+    flash(
+        Kernels::detected(),
+        q,
+        k,
+        v,
+        nq,
+        nk,
+        h,
+        h,
+        d,
+        scale,
+        None,
+        out,
+    );
 }
 
-/// [`attention`] on an explicitly chosen instruction set (tests, benchmarks).
-pub fn attention_with_isa(
-    isa: Isa,
+/// [`attention`] with the kernel table `kt` (tests, benchmarks).
+pub fn attention_with(
+    kt: &'static Kernels,
     q: &[f32],
     k: &[f32],
     v: &[f32],
@@ -133,11 +142,9 @@ pub fn attention_with_isa(
     d: usize,
     scale: f32,
     out: &mut [f32],
-) -> Result<(), KernelError> {
+) {
     check(q, k, v, nq, nk, h, h, d, out);
-    let kernel = TileKernel::for_isa(isa).ok_or(KernelError::IsaUnavailable(isa))?;
-    flash(kernel, q, k, v, nq, nk, h, h, d, scale, None, out);
-    Ok(())
+    flash(kt, q, k, v, nq, nk, h, h, d, scale, None, out);
 }
 
 /// The reference twin of [`attention`].
@@ -154,12 +161,6 @@ pub fn attention_scalar(
 ) {
     check(q, k, v, nq, nk, h, h, d, out);
     reference(q, k, v, nq, nk, h, h, d, scale, None, out);
-}
-
-fn detected() -> TileKernel {
-    TileKernel::for_isa(Isa::detect())
-        .or_else(|| TileKernel::for_isa(Isa::Scalar))
-        .expect("the scalar kernel is always available")
 }
 
 /// The twin of the fast paths: one query row at a time, scores for all visible keys, softmax,

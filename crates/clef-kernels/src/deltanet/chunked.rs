@@ -2,16 +2,15 @@
 //! fast path of [`super`].
 
 use super::{check_lengths, DeltaNetDims, CHUNK};
+use crate::cpu::Kernels;
 use crate::gemm::small::{pack_right, Left, Mat, Right, SmallGemm};
-use crate::gemm::TileKernel;
-use crate::isa::Isa;
 use crate::scratch;
 use crate::vexp::exp_in_place;
 use rayon::prelude::*;
 use std::cell::RefCell;
 
 pub(super) fn chunked(
-    kernel: TileKernel,
+    kt: &'static Kernels,
     q: &[f32],
     k: &[f32],
     v: &[f32],
@@ -29,7 +28,7 @@ pub(super) fn chunked(
     if n == 0 || v_heads == 0 || dk == 0 || dv == 0 {
         return;
     }
-    let inputs = Inputs {
+    let inputs = ChunkInputs {
         q,
         k,
         v,
@@ -45,7 +44,7 @@ pub(super) fn chunked(
         .zip(per_head.par_chunks_mut(n * dv))
         .enumerate()
         .for_each(|(h, (s, o))| {
-            with_chunk_scratch(kernel, |scratch| {
+            with_chunk_scratch(kt, |scratch| {
                 let mut t0 = 0;
                 while t0 < n {
                     let c = CHUNK.min(n - t0);
@@ -69,18 +68,19 @@ thread_local! {
     static CHUNK_SCRATCH: RefCell<Option<ChunkScratch>> = const { RefCell::new(None) };
 }
 
-fn with_chunk_scratch(kernel: TileKernel, f: impl FnOnce(&mut ChunkScratch)) {
+fn with_chunk_scratch(kt: &'static Kernels, f: impl FnOnce(&mut ChunkScratch)) {
     CHUNK_SCRATCH.with(|cell| {
         let mut slot = cell.borrow_mut();
         let scratch = match slot.as_mut() {
-            Some(s) if s.gemm.kernel().isa == kernel.isa => s,
-            _ => slot.insert(ChunkScratch::new(kernel)),
+            Some(s) if std::ptr::eq(s.kt, kt) => s,
+            _ => slot.insert(ChunkScratch::new(kt)),
         };
         f(scratch)
     })
 }
 
-struct Inputs<'a> {
+/// The scan's inputs, shared by every head's chunks.
+pub(crate) struct ChunkInputs<'a> {
     q: &'a [f32],
     k: &'a [f32],
     v: &'a [f32],
@@ -90,8 +90,9 @@ struct Inputs<'a> {
     dims: DeltaNetDims,
 }
 
-/// Per-worker buffers for one chunk of one head.
-struct ChunkScratch {
+/// Per-worker buffers for one chunk of one head, and the kernel table they run with.
+pub(crate) struct ChunkScratch {
+    kt: &'static Kernels,
     gemm: SmallGemm,
     gamma: Vec<f32>,
     decay: Vec<f32>,
@@ -111,9 +112,10 @@ struct ChunkScratch {
 }
 
 impl ChunkScratch {
-    fn new(kernel: TileKernel) -> ChunkScratch {
+    fn new(kt: &'static Kernels) -> ChunkScratch {
         ChunkScratch {
-            gemm: SmallGemm::new(kernel),
+            kt,
+            gemm: SmallGemm::new(kt.f32_tile),
             gamma: Vec::new(),
             decay: Vec::new(),
             tail: Vec::new(),
@@ -134,52 +136,27 @@ impl ChunkScratch {
 
     /// Advances head `h` over tokens `t0..t0 + c`: writes their outputs to `o` (`[c × dv]`)
     /// and replaces `s` (`[dk × dv]`) by the state after the chunk (§3.2 step 9).
-    fn chunk(&mut self, x: &Inputs, h: usize, t0: usize, c: usize, s: &mut [f32], o: &mut [f32]) {
+    fn chunk(
+        &mut self,
+        x: &ChunkInputs,
+        h: usize,
+        t0: usize,
+        c: usize,
+        s: &mut [f32],
+        o: &mut [f32],
+    ) {
         // The element-wise loops around the products (decays, the triangular inverse, the
-        // scalings) are compiled once per ISA so that they vectorise as widely as the tiles.
-        match self.gemm.kernel().isa {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: the kernel was built for an available ISA (checked at construction).
-            Isa::Avx512 => unsafe { self.chunk_avx512(x, h, t0, c, s, o) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as above.
-            Isa::Avx2 => unsafe { self.chunk_avx2(x, h, t0, c, s, o) },
-            _ => self.chunk_body(x, h, t0, c, s, o),
-        }
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx512f")]
-    unsafe fn chunk_avx512(
-        &mut self,
-        x: &Inputs,
-        h: usize,
-        t0: usize,
-        c: usize,
-        s: &mut [f32],
-        o: &mut [f32],
-    ) {
-        self.chunk_body(x, h, t0, c, s, o)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn chunk_avx2(
-        &mut self,
-        x: &Inputs,
-        h: usize,
-        t0: usize,
-        c: usize,
-        s: &mut [f32],
-        o: &mut [f32],
-    ) {
-        self.chunk_body(x, h, t0, c, s, o)
+        // scalings) are compiled per level (`crate::x86::compiled`) so that they vectorise as
+        // widely as the tiles.
+        let run = self.kt.delta_chunk;
+        // SAFETY: the table's functions run on this CPU.
+        unsafe { run(self, x, h, t0, c, s, o) }
     }
 
     #[inline(always)]
-    fn chunk_body(
+    fn body(
         &mut self,
-        x: &Inputs,
+        x: &ChunkInputs,
         h: usize,
         t0: usize,
         c: usize,
@@ -215,14 +192,14 @@ impl ChunkScratch {
             for (s_, d) in self.decay[r * c..=r * c + r].iter_mut().enumerate() {
                 *d = gamma[r] - gamma[s_];
             }
-            exp_in_place(self.gemm.kernel().isa, &mut self.decay[r * c..=r * c + r]);
+            exp_in_place(self.kt, &mut self.decay[r * c..=r * c + r]);
         }
         let last = gamma[c - 1];
         resize(&mut self.tail, c);
         for (t, &gr) in self.tail.iter_mut().zip(gamma.iter()) {
             *t = last - gr;
         }
-        exp_in_place(self.gemm.kernel().isa, &mut self.tail);
+        exp_in_place(self.kt, &mut self.tail);
         let decay = &self.decay;
 
         // Kᵀ [dk × c] packed once for K·Kᵀ and Q·Kᵀ; S₀ packed once for −Wy·S₀ and
@@ -369,6 +346,21 @@ impl ChunkScratch {
         });
         self.gemm.run(dk, dv, c, kd_left, v_new, s, dv, true);
     }
+}
+
+/// One chunk of one head (see `ChunkScratch::chunk`): the kernel table's portable entry,
+/// compiled per level by `crate::x86::compiled`.
+#[inline(always)]
+pub(crate) fn chunk_body(
+    w: &mut ChunkScratch,
+    x: &ChunkInputs,
+    h: usize,
+    t0: usize,
+    c: usize,
+    s: &mut [f32],
+    o: &mut [f32],
+) {
+    w.body(x, h, t0, c, s, o)
 }
 
 fn resize(buf: &mut Vec<f32>, len: usize) {

@@ -6,11 +6,9 @@
 //! g (log decay, ≤ 0) and beta `[n, v_heads]`; state `[v_heads, dk, dv]` carried in and out;
 //! out `[n, v_heads, dv]`. Value head h reads key head `h / (v_heads / k_heads)`.
 
-mod chunked;
+pub(crate) mod chunked;
 
-use crate::error::KernelError;
-use crate::gemm::TileKernel;
-use crate::isa::Isa;
+use crate::cpu::Kernels;
 use chunked::chunked;
 
 /// Head counts and sizes of one DeltaNet layer.
@@ -74,15 +72,12 @@ pub fn gated_delta_rule(
     state: &mut [f32],
     out: &mut [f32],
 ) {
-    let kernel = TileKernel::for_isa(Isa::detect())
-        .or_else(|| TileKernel::for_isa(Isa::Scalar))
-        .expect("the scalar kernel is always available");
-    chunked(kernel, q, k, v, g, beta, n, dims, state, out);
+    chunked(Kernels::detected(), q, k, v, g, beta, n, dims, state, out);
 }
 
-/// [`gated_delta_rule`] on an explicitly chosen instruction set (tests, benchmarks).
-pub fn gated_delta_rule_with_isa(
-    isa: Isa,
+/// [`gated_delta_rule`] with the kernel table `kt` (tests, benchmarks).
+pub fn gated_delta_rule_with(
+    kt: &'static Kernels,
     q: &[f32],
     k: &[f32],
     v: &[f32],
@@ -92,10 +87,8 @@ pub fn gated_delta_rule_with_isa(
     dims: &DeltaNetDims,
     state: &mut [f32],
     out: &mut [f32],
-) -> Result<(), KernelError> {
-    let kernel = TileKernel::for_isa(isa).ok_or(KernelError::IsaUnavailable(isa))?;
-    chunked(kernel, q, k, v, g, beta, n, dims, state, out);
-    Ok(())
+) {
+    chunked(kt, q, k, v, g, beta, n, dims, state, out);
 }
 
 /// Tokens per chunk (transformers and FLA use 64 too; any value gives the same result).

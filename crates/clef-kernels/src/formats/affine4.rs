@@ -4,12 +4,13 @@
 //! little-endian uint32 words).
 //!
 //! `scale·q` is exact in f32 (8 + 4 significant bits), so the single rounding of `+ bias` gives
-//! the same value whether the product and sum are fused or not. The vector paths build the
+//! the same value whether the product and sum are fused or not. The vector paths
+//! (`crate::x86::decode`) build the
 //! group's 16 possible values once and look every weight up with one permute (AVX-512) or
 //! convert and scale it (AVX2); both are bit-identical to the scalar twin.
 
+use crate::cpu::Kernels;
 use crate::error::KernelError;
-use crate::isa::Isa;
 use crate::weights::{prefetch_lines, PanelDecode};
 
 pub use clef_formats::affine4::{row_bytes, row_groups, GROUP};
@@ -90,12 +91,12 @@ impl<'a> Affine4View<'a> {
         }
     }
 
-    /// Decodes `out.len()` weights of row `row` from column `col0` on, with the given
-    /// instruction set.
-    pub fn decode_row(&self, isa: Isa, row: usize, col0: usize, out: &mut [f32]) {
+    /// Decodes `out.len()` weights of row `row` from column `col0` on, with the decoder of
+    /// the kernel table `k`.
+    pub fn decode_row(&self, k: &Kernels, row: usize, col0: usize, out: &mut [f32]) {
         assert!(row < self.rows && col0 + out.len() <= self.cols);
         let n = out.len();
-        self.decode_panel(isa, row, 1, col0, n, out, n);
+        self.decode_panel(k, row, 1, col0, n, out, n);
     }
 
     /// The scalar twin of [`Affine4View::decode_row`].
@@ -117,14 +118,14 @@ impl<'a> Affine4View<'a> {
 }
 
 /// One row's packed codes, scales and biases.
-struct RowParts<'a> {
-    codes: &'a [u8],
-    scales: &'a [u8],
-    biases: &'a [u8],
+pub(crate) struct RowParts<'a> {
+    pub(crate) codes: &'a [u8],
+    pub(crate) scales: &'a [u8],
+    pub(crate) biases: &'a [u8],
 }
 
 #[inline]
-fn bf16_at(bytes: &[u8], g: usize) -> f32 {
+pub(crate) fn bf16_at(bytes: &[u8], g: usize) -> f32 {
     f32::from_bits(u32::from(u16::from_le_bytes([bytes[2 * g], bytes[2 * g + 1]])) << 16)
 }
 
@@ -133,7 +134,9 @@ fn code_at(codes: &[u8], c: usize) -> u8 {
     (codes[c / 2] >> (4 * (c % 2))) & 0x0f
 }
 
-fn decode_scalar(p: &RowParts, col0: usize, out: &mut [f32]) {
+/// Columns `col0..col0 + out.len()` of one row: the portable entry of the kernel table, and the
+/// twin of the others.
+pub(crate) fn decode_scalar(p: &RowParts, col0: usize, out: &mut [f32]) {
     for (i, o) in out.iter_mut().enumerate() {
         let c = col0 + i;
         let g = c / GROUP;
@@ -152,7 +155,7 @@ impl PanelDecode for Affine4View<'_> {
 
     fn decode_panel(
         &self,
-        isa: Isa,
+        k: &Kernels,
         row0: usize,
         nrows: usize,
         col0: usize,
@@ -177,23 +180,9 @@ impl PanelDecode for Affine4View<'_> {
             // decoded by the scalar code.
             let lead = (col0 % 2).min(ncols);
             decode_scalar(&p, col0, &mut dst[..lead]);
-            let c0 = col0 + lead;
-            let body = &mut dst[lead..];
-            let done = match isa {
-                #[cfg(target_arch = "x86_64")]
-                Isa::Avx512 if Isa::Avx512.is_available() => {
-                    // SAFETY: AVX-512F checked just above; reads stay inside the row's codes
-                    // (asserted column range) and writes inside `body`.
-                    unsafe { x86::run_avx512(&p, c0, body) }
-                }
-                #[cfg(target_arch = "x86_64")]
-                Isa::Avx2 | Isa::Avx512 if Isa::Avx2.is_available() => {
-                    // SAFETY: AVX2 checked just above; same bounds.
-                    unsafe { x86::run_avx2(&p, c0, body) }
-                }
-                _ => 0,
-            };
-            decode_scalar(&p, c0 + done, &mut body[done..]);
+            // SAFETY: the table's functions run on this CPU; reads stay inside the row's codes
+            // (asserted column range) and writes inside `dst`.
+            unsafe { (k.affine4_run)(&p, col0 + lead, &mut dst[lead..]) };
         }
     }
 
@@ -209,91 +198,6 @@ impl PanelDecode for Affine4View<'_> {
                 prefetch_lines(span);
             }
         }
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-mod x86 {
-    //! Vector decoders of a run starting at an even column `c0`. Each returns how many leading
-    //! elements of `out` it wrote; the caller finishes the rest with the scalar code. A block
-    //! never straddles a scale group: blocks are cut at group boundaries.
-
-    use super::{bf16_at, RowParts, GROUP};
-    use std::arch::x86_64::*;
-
-    /// Lengths of the vector blocks of `out` (≤ `width` columns, within one group).
-    #[inline]
-    fn next_block(c: usize, remaining: usize, width: usize) -> usize {
-        let to_group = GROUP - c % GROUP;
-        width.min(to_group).min(remaining)
-    }
-
-    #[target_feature(enable = "avx512f,avx2")]
-    pub(super) unsafe fn run_avx512(p: &RowParts, c0: usize, out: &mut [f32]) -> usize {
-        let n = out.len();
-        let o = out.as_mut_ptr();
-        let iota = _mm512_setr_ps(
-            0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0,
-        );
-        // lane l takes byte l/2 (both nibbles) and shifts its own nibble down
-        let shifts = _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4);
-        let mut i = 0;
-        let mut group = usize::MAX;
-        let mut table = _mm512_setzero_ps();
-        while i + 16 <= n {
-            let c = c0 + i;
-            if next_block(c, n - i, 16) < 16 {
-                break;
-            }
-            let g = c / GROUP;
-            if g != group {
-                group = g;
-                let s = _mm512_set1_ps(bf16_at(p.scales, g));
-                let b = _mm512_set1_ps(bf16_at(p.biases, g));
-                table = _mm512_add_ps(_mm512_mul_ps(s, iota), b);
-            }
-            let bytes = _mm_loadl_epi64(p.codes.as_ptr().add(c / 2) as *const __m128i);
-            let pairs = _mm_unpacklo_epi8(bytes, bytes);
-            let lanes = _mm512_srlv_epi32(_mm512_cvtepu8_epi32(pairs), shifts);
-            // the permute reads the low 4 index bits: the nibble
-            _mm512_storeu_ps(o.add(i), _mm512_permutexvar_ps(lanes, table));
-            i += 16;
-        }
-        i
-    }
-
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn run_avx2(p: &RowParts, c0: usize, out: &mut [f32]) -> usize {
-        let n = out.len();
-        let o = out.as_mut_ptr();
-        let shifts = _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4);
-        let nibble = _mm256_set1_epi32(0x0f);
-        let mut i = 0;
-        let mut group = usize::MAX;
-        let (mut s, mut b) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-        while i + 8 <= n {
-            let c = c0 + i;
-            if next_block(c, n - i, 8) < 8 {
-                break;
-            }
-            let g = c / GROUP;
-            if g != group {
-                group = g;
-                s = _mm256_set1_ps(bf16_at(p.scales, g));
-                b = _mm256_set1_ps(bf16_at(p.biases, g));
-            }
-            let word = (p.codes.as_ptr().add(c / 2) as *const i32).read_unaligned();
-            let bytes = _mm_cvtsi32_si128(word);
-            let pairs = _mm_unpacklo_epi8(bytes, bytes);
-            let q = _mm256_and_si256(
-                _mm256_srlv_epi32(_mm256_cvtepu8_epi32(pairs), shifts),
-                nibble,
-            );
-            let w = _mm256_add_ps(_mm256_mul_ps(s, _mm256_cvtepi32_ps(q)), b);
-            _mm256_storeu_ps(o.add(i), w);
-            i += 8;
-        }
-        i
     }
 }
 
@@ -358,10 +262,10 @@ mod tests {
             for r in 0..rows {
                 v.decode_row_scalar(r, c0, &mut want[r * ld..r * ld + n]);
             }
-            for isa in Isa::available() {
+            for kt in Kernels::available() {
                 let mut got = vec![3.0f32; rows * ld];
-                v.decode_panel(isa, 0, rows, c0, n, &mut got, ld);
-                prop_assert!(got.iter().zip(&want).all(|(x, y)| x.to_bits() == y.to_bits()), "{:?}", isa);
+                v.decode_panel(kt, 0, rows, c0, n, &mut got, ld);
+                prop_assert!(got.iter().zip(&want).all(|(x, y)| x.to_bits() == y.to_bits()), "{:?}", kt);
             }
         }
     }

@@ -8,22 +8,22 @@
 //! fused multiply-adds: about a quarter of that. Both factors are held in f32 (B transposed,
 //! so that both loops stream contiguous rows).
 //!
-//! The loop bodies are plain Rust compiled once per instruction set (`#[target_feature]`), and
-//! every lane's operations happen in the same order on every path, so all paths give the same
-//! bits; the scalar twin is the same body without the target features.
+//! The vector paths (`crate::x86::lowrank`) perform every lane's operations in the same order
+//! as the portable loops here, so all paths give the same bits; the portable loops are the
+//! scalar twins.
 
+use crate::cpu::Kernels;
 use crate::error::KernelError;
-use crate::isa::Isa;
 use crate::weights::PanelDecode;
 use rayon::prelude::*;
 
 /// Lanes of the accumulators (one AVX-512 register, two AVX2 registers).
-const LANES: usize = 16;
+pub(crate) const LANES: usize = 16;
 /// Input columns per block of `t = x Aᵀ`: 16 adapter rows × 1024 × 4 bytes stay in L2 and one
 /// x row in L1 while every output of the block is accumulated.
-const COL_BLOCK: usize = 1024;
+pub(crate) const COL_BLOCK: usize = 1024;
 /// Output columns per block of `y += t Bᵀ` (16 × 256 × 4 bytes of Bᵀ in L1).
-const ROW_BLOCK: usize = 256;
+pub(crate) const ROW_BLOCK: usize = 256;
 /// Rows of x per parallel work item.
 const ROWS_PER_TASK: usize = 8;
 /// Largest rank whose B row the vector paths of [`LowRankF32::expand_transposed`] hold on the
@@ -118,33 +118,19 @@ impl LowRankF32 {
         self.rank
     }
 
-    /// `y[m, rows] += (x[m, cols] Aᵀ) Bᵀ` on the best instruction set, parallel over rows of x.
+    /// `y[m, rows] += (x[m, cols] Aᵀ) Bᵀ` with the detected kernel table, parallel over rows
+    /// of x.
     pub fn apply(&self, x: &[f32], m: usize, y: &mut [f32]) {
-        self.run(Isa::detect(), x, m, y)
-    }
-
-    /// [`LowRankF32::apply`] on an explicitly chosen instruction set.
-    pub fn apply_with_isa(
-        &self,
-        isa: Isa,
-        x: &[f32],
-        m: usize,
-        y: &mut [f32],
-    ) -> Result<(), KernelError> {
-        if !isa.is_available() {
-            return Err(KernelError::IsaUnavailable(isa));
-        }
-        self.run(isa, x, m, y);
-        Ok(())
+        self.apply_with(Kernels::detected(), x, m, y)
     }
 
     /// The scalar twin.
     pub fn apply_scalar(&self, x: &[f32], m: usize, y: &mut [f32]) {
-        self.run(Isa::Scalar, x, m, y)
+        self.apply_with(Kernels::portable(), x, m, y)
     }
 
     /// `t[m, rank] = x Aᵀ` (overwritten), parallel over rows of x.
-    pub fn project(&self, isa: Isa, x: &[f32], m: usize, t: &mut [f32]) {
+    pub fn project(&self, k: &Kernels, x: &[f32], m: usize, t: &mut [f32]) {
         assert_eq!(x.len(), m * self.cols, "x must be m × cols");
         assert_eq!(t.len(), m * self.rank, "t must be m × rank");
         let (r, cols) = (self.rank, self.cols);
@@ -157,13 +143,13 @@ impl LowRankF32 {
         }
         t.par_chunks_mut(ROWS_PER_TASK * r)
             .zip(x.par_chunks(ROWS_PER_TASK * cols))
-            .for_each(|(tc, xc)| project_with(isa, xc, cols, &self.a, r, tc, None));
+            .for_each(|(tc, xc)| project_with(k, xc, cols, &self.a, r, tc, None));
     }
 
     /// `[x | x Aᵀ]` (`[m, cols + rank]`, overwritten) in one pass over x (each piece of x is
     /// copied while it is in registers for the projection): the activations that, multiplied
     /// by [`WithAdapter`], give `W x + B (A x)` in one product.
-    pub fn extended_input(&self, isa: Isa, x: &[f32], m: usize, out: &mut [f32]) {
+    pub fn extended_input(&self, k: &Kernels, x: &[f32], m: usize, out: &mut [f32]) {
         let (r, cols) = (self.rank, self.cols);
         let w = cols + r;
         assert_eq!(x.len(), m * cols, "x must be m × cols");
@@ -180,14 +166,15 @@ impl LowRankF32 {
             .for_each(|(oc, xc)| {
                 let n = xc.len() / cols;
                 let mut t = vec![0.0f32; n * r];
-                project_with(isa, xc, cols, &self.a, r, &mut t, Some(&mut *oc));
+                project_with(k, xc, cols, &self.a, r, &mut t, Some(&mut *oc));
                 for (orow, trow) in oc.chunks_exact_mut(w).zip(t.chunks_exact(r.max(1))) {
                     orow[cols..].copy_from_slice(trow);
                 }
             });
     }
 
-    fn run(&self, isa: Isa, x: &[f32], m: usize, y: &mut [f32]) {
+    /// [`LowRankF32::apply`] with the kernel table `k` (tests compare the tables).
+    pub fn apply_with(&self, k: &Kernels, x: &[f32], m: usize, y: &mut [f32]) {
         assert_eq!(x.len(), m * self.cols, "x must be m × cols");
         assert_eq!(y.len(), m * self.rows, "y must be m × rows");
         let (r, rows) = (self.rank, self.rows);
@@ -195,10 +182,11 @@ impl LowRankF32 {
             return;
         }
         let mut t = vec![0.0f32; m * r];
-        self.project(isa, x, m, &mut t);
+        self.project(k, x, m, &mut t);
         y.par_chunks_mut(ROWS_PER_TASK * rows)
             .zip(t.par_chunks(ROWS_PER_TASK * r))
-            .for_each(|(yc, tc)| expand_with(isa, tc, &self.bt, r, rows, yc));
+            // SAFETY: the table's functions run on this CPU.
+            .for_each(|(yc, tc)| unsafe { (k.expand)(tc, &self.bt, r, rows, yc) });
     }
 
     /// Output rows (the weight's rows) and input columns.
@@ -214,7 +202,7 @@ impl LowRankF32 {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn expand_transposed(
         &self,
-        isa: Isa,
+        k: &Kernels,
         tt: &[f32],
         ldt: usize,
         o0: usize,
@@ -237,21 +225,11 @@ impl LowRankF32 {
             }
             b
         };
-        match isa {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: AVX-512F, AVX2 and FMA checked in the guard; extents asserted above.
-            Isa::Avx512
-                if r <= MAX_RANK && Isa::Avx512.is_available() && Isa::Avx2.is_available() =>
-            unsafe {
+        match k.expand_row {
+            // SAFETY: the table's functions run on this CPU; extents asserted above.
+            Some(row) if r <= MAX_RANK => unsafe {
                 for a in 0..nr {
-                    x86::expand_row_avx512(tt, ldt, &b(a)[..r], &mut c[a * ldc..a * ldc + ni]);
-                }
-            },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: AVX2 and FMA checked in the guard; extents asserted above.
-            Isa::Avx2 | Isa::Avx512 if r <= MAX_RANK && Isa::Avx2.is_available() => unsafe {
-                for a in 0..nr {
-                    x86::expand_row_avx2(tt, ldt, &b(a)[..r], &mut c[a * ldc..a * ldc + ni]);
+                    row(tt, ldt, &b(a)[..r], &mut c[a * ldc..a * ldc + ni]);
                 }
             },
             _ => {
@@ -309,7 +287,7 @@ impl<W: PanelDecode> PanelDecode for WithAdapter<'_, W> {
 
     fn decode_panel(
         &self,
-        isa: Isa,
+        k: &Kernels,
         row0: usize,
         nrows: usize,
         col0: usize,
@@ -321,7 +299,7 @@ impl<W: PanelDecode> PanelDecode for WithAdapter<'_, W> {
         assert!(row0 + nrows <= self.rows() && col0 + ncols <= self.cols());
         if col0 < c {
             let n = ncols.min(c - col0);
-            self.inner.decode_panel(isa, row0, nrows, col0, n, out, ld);
+            self.inner.decode_panel(k, row0, nrows, col0, n, out, ld);
         }
         if col0 + ncols > c {
             let k0 = col0.max(c) - c;
@@ -344,9 +322,9 @@ impl<W: PanelDecode> PanelDecode for WithAdapter<'_, W> {
     }
 }
 
-/// [`project`] compiled for `isa` (the portable build otherwise).
+/// [`project`] with the kernel table's entry, its extents checked first.
 fn project_with(
-    isa: Isa,
+    k: &Kernels,
     x: &[f32],
     cols: usize,
     a: &[f32],
@@ -360,357 +338,16 @@ fn project_with(
     if let Some(e) = copy.as_deref() {
         assert!(e.len() >= m * (cols + r), "extended rows");
     }
-    match isa {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: AVX-512F, AVX2 and FMA checked in the guard; `copy`, when given, holds the
-        // task's rows of `[x | t]` (checked by the caller), so every store lands inside it.
-        Isa::Avx512 if Isa::Avx512.is_available() && Isa::Avx2.is_available() => unsafe {
-            x86::project_avx512(x, cols, a, r, t, copy)
-        },
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: AVX2 and FMA checked in the guard.
-        Isa::Avx2 | Isa::Avx512 if Isa::Avx2.is_available() => unsafe {
-            x86::project_avx2(x, cols, a, r, t, copy)
-        },
-        _ => project(x, cols, a, r, t, copy),
-    }
-}
-
-/// [`expand`] compiled for `isa` (the portable build otherwise).
-fn expand_with(isa: Isa, t: &[f32], bt: &[f32], r: usize, rows: usize, y: &mut [f32]) {
-    match isa {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: AVX-512F, AVX2 and FMA checked in the guard.
-        Isa::Avx512 if Isa::Avx512.is_available() && Isa::Avx2.is_available() => unsafe {
-            x86::expand_avx512(t, bt, r, rows, y)
-        },
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: AVX2 and FMA checked in the guard.
-        Isa::Avx2 | Isa::Avx512 if Isa::Avx2.is_available() => unsafe {
-            x86::expand_avx2(t, bt, r, rows, y)
-        },
-        _ => expand(t, bt, r, rows, y),
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-mod x86 {
-    //! The portable loops with explicit vector registers: every lane performs the same fused
-    //! multiply-adds in the same order as the portable code, so the results are identical; the
-    //! registers only let several independent chains run at once.
-
-    use super::{reduce, COL_BLOCK, LANES, ROW_BLOCK};
-    use std::arch::x86_64::*;
-
-    /// `t` for the rows of `x`; see [`super::project`]. Register block: 4 rows of x × 4 rows of
-    /// A (16 accumulators), so each loaded piece of A serves four rows and each piece of x four
-    /// adapter rows.
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    pub(super) unsafe fn project_avx512(
-        x: &[f32],
-        cols: usize,
-        a: &[f32],
-        r: usize,
-        t: &mut [f32],
-        copy: Option<&mut [f32]>,
-    ) {
-        t.fill(0.0);
-        let m = x.len() / cols.max(1);
-        // rows of the extended input `[x | t]` (stride cols + r), written on the first pass
-        let stride = cols + r;
-        let ext = copy.map(|e| e.as_mut_ptr());
-        let mut cb = 0;
-        while cb < cols {
-            let ce = (cb + COL_BLOCK).min(cols);
-            let full = cb + (ce - cb) / LANES * LANES;
-            let mut i = 0;
-            while i < m {
-                let ni = (m - i).min(4);
-                let xr: [*const f32; 4] =
-                    std::array::from_fn(|u| x.as_ptr().add((i + u.min(ni - 1)) * cols));
-                let mut k = 0;
-                while k < r {
-                    let nk = (r - k).min(4);
-                    let ar: [*const f32; 4] =
-                        std::array::from_fn(|v| a.as_ptr().add((k + v.min(nk - 1)) * cols));
-                    let mut acc = [[_mm512_setzero_ps(); 4]; 4];
-                    let store = if k == 0 { ext } else { None };
-                    let mut c = cb;
-                    while c < full {
-                        let av: [__m512; 4] =
-                            std::array::from_fn(|v| _mm512_loadu_ps(ar[v].add(c)));
-                        for u in 0..4 {
-                            let xv = _mm512_loadu_ps(xr[u].add(c));
-                            if let (Some(e), true) = (store, u < ni) {
-                                _mm512_storeu_ps(e.add((i + u) * stride + c), xv);
-                            }
-                            for v in 0..4 {
-                                acc[u][v] = _mm512_fmadd_ps(xv, av[v], acc[u][v]);
-                            }
-                        }
-                        c += LANES;
-                    }
-                    if let Some(e) = store {
-                        for (u, xp) in xr.iter().enumerate().take(ni) {
-                            for c in full..ce {
-                                *e.add((i + u) * stride + c) = *xp.add(c);
-                            }
-                        }
-                    }
-                    for u in 0..ni {
-                        for v in 0..nk {
-                            let mut lanes = [0.0f32; LANES];
-                            _mm512_storeu_ps(lanes.as_mut_ptr(), acc[u][v]);
-                            for c in full..ce {
-                                lanes[0] = (*xr[u].add(c)).mul_add(*ar[v].add(c), lanes[0]);
-                            }
-                            t[(i + u) * r + k + v] += reduce(lanes);
-                        }
-                    }
-                    k += nk;
-                }
-                i += ni;
-            }
-            cb = ce;
-        }
-    }
-
-    /// `t` for the rows of `x` with pairs of 8-lane registers, 2 rows × 4 adapter rows at a
-    /// time; see [`super::project`].
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn project_avx2(
-        x: &[f32],
-        cols: usize,
-        a: &[f32],
-        r: usize,
-        t: &mut [f32],
-        copy: Option<&mut [f32]>,
-    ) {
-        t.fill(0.0);
-        let m = x.len() / cols.max(1);
-        let stride = cols + r;
-        let ext = copy.map(|e| e.as_mut_ptr());
-        let mut cb = 0;
-        while cb < cols {
-            let ce = (cb + COL_BLOCK).min(cols);
-            let full = cb + (ce - cb) / LANES * LANES;
-            let mut i = 0;
-            while i < m {
-                let ni = (m - i).min(2);
-                let xr: [*const f32; 2] =
-                    std::array::from_fn(|u| x.as_ptr().add((i + u.min(ni - 1)) * cols));
-                let mut k = 0;
-                while k < r {
-                    let nk = (r - k).min(4);
-                    let ar: [*const f32; 4] =
-                        std::array::from_fn(|v| a.as_ptr().add((k + v.min(nk - 1)) * cols));
-                    let mut lo = [[_mm256_setzero_ps(); 4]; 2];
-                    let mut hi = [[_mm256_setzero_ps(); 4]; 2];
-                    let store = if k == 0 { ext } else { None };
-                    let mut c = cb;
-                    while c < full {
-                        for u in 0..2 {
-                            let x0 = _mm256_loadu_ps(xr[u].add(c));
-                            let x1 = _mm256_loadu_ps(xr[u].add(c + 8));
-                            if let (Some(e), true) = (store, u < ni) {
-                                _mm256_storeu_ps(e.add((i + u) * stride + c), x0);
-                                _mm256_storeu_ps(e.add((i + u) * stride + c + 8), x1);
-                            }
-                            for v in 0..4 {
-                                lo[u][v] =
-                                    _mm256_fmadd_ps(x0, _mm256_loadu_ps(ar[v].add(c)), lo[u][v]);
-                                hi[u][v] = _mm256_fmadd_ps(
-                                    x1,
-                                    _mm256_loadu_ps(ar[v].add(c + 8)),
-                                    hi[u][v],
-                                );
-                            }
-                        }
-                        c += LANES;
-                    }
-                    if let Some(e) = store {
-                        for (u, xp) in xr.iter().enumerate().take(ni) {
-                            for c in full..ce {
-                                *e.add((i + u) * stride + c) = *xp.add(c);
-                            }
-                        }
-                    }
-                    for u in 0..ni {
-                        for v in 0..nk {
-                            let mut lanes = [0.0f32; LANES];
-                            _mm256_storeu_ps(lanes.as_mut_ptr(), lo[u][v]);
-                            _mm256_storeu_ps(lanes.as_mut_ptr().add(8), hi[u][v]);
-                            for c in full..ce {
-                                lanes[0] = (*xr[u].add(c)).mul_add(*ar[v].add(c), lanes[0]);
-                            }
-                            t[(i + u) * r + k + v] += reduce(lanes);
-                        }
-                    }
-                    k += nk;
-                }
-                i += ni;
-            }
-            cb = ce;
-        }
-    }
-
-    /// `y += t Bᵀ` for the rows of `y`, eight 16-column pieces at a time; see
-    /// [`super::expand`].
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    pub(super) unsafe fn expand_avx512(
-        t: &[f32],
-        bt: &[f32],
-        r: usize,
-        rows: usize,
-        y: &mut [f32],
-    ) {
-        let mut ob = 0;
-        while ob < rows {
-            let oe = (ob + ROW_BLOCK).min(rows);
-            let full = ob + (oe - ob) / (8 * LANES) * (8 * LANES);
-            for (yrow, trow) in y.chunks_exact_mut(rows).zip(t.chunks_exact(r)) {
-                let yp = yrow.as_mut_ptr();
-                let mut o = ob;
-                while o < full {
-                    let mut acc: [__m512; 8] =
-                        std::array::from_fn(|q| _mm512_loadu_ps(yp.add(o + q * LANES)));
-                    for (k, &tk) in trow.iter().enumerate() {
-                        let tv = _mm512_set1_ps(tk);
-                        let bp = bt.as_ptr().add(k * rows + o);
-                        for (q, a) in acc.iter_mut().enumerate() {
-                            *a = _mm512_fmadd_ps(tv, _mm512_loadu_ps(bp.add(q * LANES)), *a);
-                        }
-                    }
-                    for (q, a) in acc.iter().enumerate() {
-                        _mm512_storeu_ps(yp.add(o + q * LANES), *a);
-                    }
-                    o += 8 * LANES;
-                }
-                for (j, yv) in yrow[full..oe].iter_mut().enumerate() {
-                    for (k, &tk) in trow.iter().enumerate() {
-                        *yv = tk.mul_add(bt[k * rows + full + j], *yv);
-                    }
-                }
-            }
-            ob = oe;
-        }
-    }
-
-    /// One output row of [`super::LowRankF32::expand_transposed`]: `c[i] += Σ_k tt[k·ldt + i] ·
-    /// b[k]`, four 16-lane pieces at a time, then one, then lane by lane, k in order.
-    ///
-    /// # Safety
-    /// AVX-512F and FMA; `tt` holds `b.len()` rows of stride `ldt` with at least `c.len()`
-    /// values each.
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    pub(super) unsafe fn expand_row_avx512(tt: &[f32], ldt: usize, b: &[f32], c: &mut [f32]) {
-        let (tp, cp, ni) = (tt.as_ptr(), c.as_mut_ptr(), c.len());
-        let mut i = 0;
-        while i + 4 * LANES <= ni {
-            let mut acc: [__m512; 4] =
-                std::array::from_fn(|q| _mm512_loadu_ps(cp.add(i + q * LANES)));
-            for (k, &bk) in b.iter().enumerate() {
-                let bv = _mm512_set1_ps(bk);
-                for (q, a) in acc.iter_mut().enumerate() {
-                    *a = _mm512_fmadd_ps(_mm512_loadu_ps(tp.add(k * ldt + i + q * LANES)), bv, *a);
-                }
-            }
-            for (q, a) in acc.iter().enumerate() {
-                _mm512_storeu_ps(cp.add(i + q * LANES), *a);
-            }
-            i += 4 * LANES;
-        }
-        while i + LANES <= ni {
-            let mut a = _mm512_loadu_ps(cp.add(i));
-            for (k, &bk) in b.iter().enumerate() {
-                a = _mm512_fmadd_ps(_mm512_loadu_ps(tp.add(k * ldt + i)), _mm512_set1_ps(bk), a);
-            }
-            _mm512_storeu_ps(cp.add(i), a);
-            i += LANES;
-        }
-        for (j, v) in c[i..ni].iter_mut().enumerate() {
-            for (k, &bk) in b.iter().enumerate() {
-                *v = tt[k * ldt + i + j].mul_add(bk, *v);
-            }
-        }
-    }
-
-    /// [`expand_row_avx512`] with 8-lane registers.
-    ///
-    /// # Safety
-    /// AVX2 and FMA; extents as [`expand_row_avx512`].
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn expand_row_avx2(tt: &[f32], ldt: usize, b: &[f32], c: &mut [f32]) {
-        let (tp, cp, ni) = (tt.as_ptr(), c.as_mut_ptr(), c.len());
-        let mut i = 0;
-        while i + 32 <= ni {
-            let mut acc: [__m256; 4] = std::array::from_fn(|q| _mm256_loadu_ps(cp.add(i + q * 8)));
-            for (k, &bk) in b.iter().enumerate() {
-                let bv = _mm256_set1_ps(bk);
-                for (q, a) in acc.iter_mut().enumerate() {
-                    *a = _mm256_fmadd_ps(_mm256_loadu_ps(tp.add(k * ldt + i + q * 8)), bv, *a);
-                }
-            }
-            for (q, a) in acc.iter().enumerate() {
-                _mm256_storeu_ps(cp.add(i + q * 8), *a);
-            }
-            i += 32;
-        }
-        while i + 8 <= ni {
-            let mut a = _mm256_loadu_ps(cp.add(i));
-            for (k, &bk) in b.iter().enumerate() {
-                a = _mm256_fmadd_ps(_mm256_loadu_ps(tp.add(k * ldt + i)), _mm256_set1_ps(bk), a);
-            }
-            _mm256_storeu_ps(cp.add(i), a);
-            i += 8;
-        }
-        for (j, v) in c[i..ni].iter_mut().enumerate() {
-            for (k, &bk) in b.iter().enumerate() {
-                *v = tt[k * ldt + i + j].mul_add(bk, *v);
-            }
-        }
-    }
-
-    /// `y += t Bᵀ` for the rows of `y`, four 16-column pieces at a time; see [`super::expand`].
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn expand_avx2(t: &[f32], bt: &[f32], r: usize, rows: usize, y: &mut [f32]) {
-        let mut ob = 0;
-        while ob < rows {
-            let oe = (ob + ROW_BLOCK).min(rows);
-            let full = ob + (oe - ob) / (4 * LANES) * (4 * LANES);
-            for (yrow, trow) in y.chunks_exact_mut(rows).zip(t.chunks_exact(r)) {
-                let yp = yrow.as_mut_ptr();
-                let mut o = ob;
-                while o < full {
-                    let mut acc: [__m256; 8] =
-                        std::array::from_fn(|q| _mm256_loadu_ps(yp.add(o + q * 8)));
-                    for (k, &tk) in trow.iter().enumerate() {
-                        let tv = _mm256_set1_ps(tk);
-                        let bp = bt.as_ptr().add(k * rows + o);
-                        for (q, a) in acc.iter_mut().enumerate() {
-                            *a = _mm256_fmadd_ps(tv, _mm256_loadu_ps(bp.add(q * 8)), *a);
-                        }
-                    }
-                    for (q, a) in acc.iter().enumerate() {
-                        _mm256_storeu_ps(yp.add(o + q * 8), *a);
-                    }
-                    o += 4 * LANES;
-                }
-                for (j, yv) in yrow[full..oe].iter_mut().enumerate() {
-                    for (k, &tk) in trow.iter().enumerate() {
-                        *yv = tk.mul_add(bt[k * rows + full + j], *yv);
-                    }
-                }
-            }
-            ob = oe;
-        }
-    }
+    // SAFETY: the table's functions run on this CPU; `copy`, when given, holds the task's rows
+    // of `[x | t]` (checked above), so every store lands inside it.
+    unsafe { (k.project)(x, cols, a, r, t, copy) }
 }
 
 /// `t[i, k] = Σ_c x[i, c] · a[k, c]` for the rows of `x` (`t` overwritten): per (row, k, column
 /// block) 16 lanes accumulate with fused multiply-adds (the remainder on lane 0), then the lanes
-/// are added pairwise in a fixed order. The vector paths do exactly this, several k at once.
-fn project(
+/// are added pairwise in a fixed order. The vector paths (`crate::x86::lowrank`) do exactly
+/// this, several k at once. The kernel table's portable entry.
+pub(crate) fn project(
     x: &[f32],
     cols: usize,
     a: &[f32],
@@ -748,7 +385,7 @@ fn project(
 }
 
 #[inline(always)]
-fn reduce(mut acc: [f32; LANES]) -> f32 {
+pub(crate) fn reduce(mut acc: [f32; LANES]) -> f32 {
     let mut w = LANES / 2;
     while w > 0 {
         for l in 0..w {
@@ -760,8 +397,8 @@ fn reduce(mut acc: [f32; LANES]) -> f32 {
 }
 
 /// `y[i, o] += Σ_k t[i, k] · bt[k, o]` for the rows of `y` (k in order, one fused
-/// multiply-add each), in blocks of output columns.
-fn expand(t: &[f32], bt: &[f32], r: usize, rows: usize, y: &mut [f32]) {
+/// multiply-add each), in blocks of output columns. The kernel table's portable entry.
+pub(crate) fn expand(t: &[f32], bt: &[f32], r: usize, rows: usize, y: &mut [f32]) {
     for (yrow, trow) in y.chunks_exact_mut(rows).zip(t.chunks_exact(r)) {
         for (o, yv) in yrow.iter_mut().enumerate() {
             for (k, &tk) in trow.iter().enumerate() {
@@ -817,10 +454,10 @@ mod tests {
             crate::matmul(&x, m, &wv, &mut want);
             lr.apply_scalar(&x, m, &mut want);
             let mut t = vec![0.0f32; m * r];
-            lr.project(Isa::Scalar, &x, m, &mut t);
-            for isa in Isa::available() {
+            lr.project(Kernels::portable(), &x, m, &mut t);
+            for kt in Kernels::available() {
                 let mut ext = vec![7.0f32; m * (cols + r)];
-                lr.extended_input(isa, &x, m, &mut ext);
+                lr.extended_input(kt, &x, m, &mut ext);
                 // [x | x Aᵀ], with the projection's bits
                 for i in 0..m {
                     assert_eq!(
@@ -835,12 +472,9 @@ mod tests {
                 }
                 let fused = WithAdapter::new(&wv, &lr).unwrap();
                 let mut got = vec![0.0f32; m * rows];
-                crate::matmul_with_isa(isa, &ext, m, &fused, &mut got).unwrap();
+                crate::matmul_with(kt, &ext, m, &fused, &mut got);
                 for (p, q) in got.iter().zip(&want) {
-                    assert!(
-                        (p - q).abs() <= 1e-4 * (1.0 + q.abs()),
-                        "{isa:?} {p} vs {q}"
-                    );
+                    assert!((p - q).abs() <= 1e-4 * (1.0 + q.abs()), "{kt:?} {p} vs {q}");
                 }
             }
         }
@@ -864,10 +498,10 @@ mod tests {
             let l = LowRankF32::from_f32(r, rows, cols, a.clone(), &b).unwrap();
             let mut want = y0.clone();
             l.apply_scalar(&x, m, &mut want);
-            for isa in Isa::available() {
+            for kt in Kernels::available() {
                 let mut got = y0.clone();
-                l.apply_with_isa(isa, &x, m, &mut got).unwrap();
-                prop_assert!(got.iter().zip(&want).all(|(p, q)| p.to_bits() == q.to_bits()), "{:?}", isa);
+                l.apply_with(kt, &x, m, &mut got);
+                prop_assert!(got.iter().zip(&want).all(|(p, q)| p.to_bits() == q.to_bits()), "{:?}", kt);
             }
             for i in 0..m {
                 let t: Vec<f64> = (0..r)

@@ -4,12 +4,12 @@
 //!
 //! The matmul expands one panel at a time ([`PanelDecode`]), so a LUT-6 matrix is never
 //! dequantized whole; the tables are held widened to f32 (256 bytes each) so a lookup is a plain
-//! load. The SIMD paths extract 8 or 16 indices from 6 or 12 bytes with a byte shuffle and a
+//! load. The SIMD paths (`crate::x86::decode`) extract 8 or 16 indices from 6 or 12 bytes with a byte shuffle and a
 //! variable shift, then look them up with a gather (AVX2) or two 32-entry permutes and a blend
 //! (AVX-512). Every path gives bit-identical output: decoding is exact.
 
+use crate::cpu::Kernels;
 use crate::error::KernelError;
-use crate::isa::Isa;
 use crate::weights::{prefetch_lines, PanelDecode};
 
 pub use clef_formats::lut6::{packed_bytes, GROUP_ROWS, TABLE_LEN};
@@ -86,12 +86,12 @@ impl<'a> Lut6View<'a> {
             .expect("a 64-entry slice")
     }
 
-    /// Decodes `out.len()` weights of row `row` from column `col0` on, with the given
-    /// instruction set.
-    pub fn decode_row(&self, isa: Isa, row: usize, col0: usize, out: &mut [f32]) {
+    /// Decodes `out.len()` weights of row `row` from column `col0` on, with the decoder of
+    /// the kernel table `k`.
+    pub fn decode_row(&self, k: &Kernels, row: usize, col0: usize, out: &mut [f32]) {
         assert!(row < self.rows && col0 + out.len() <= self.cols);
         let start = row * self.cols + col0;
-        decode_run(isa, self.indices, start, self.table(row), out);
+        decode_run(k, self.indices, start, self.table(row), out);
     }
 
     /// The scalar twin of [`Lut6View::decode_row`].
@@ -124,7 +124,7 @@ impl PanelDecode for Lut6View<'_> {
 
     fn decode_panel(
         &self,
-        isa: Isa,
+        k: &Kernels,
         row0: usize,
         nrows: usize,
         col0: usize,
@@ -134,7 +134,7 @@ impl PanelDecode for Lut6View<'_> {
     ) {
         assert!(row0 + nrows <= self.rows && col0 + ncols <= self.cols);
         for r in 0..nrows {
-            self.decode_row(isa, row0 + r, col0, &mut out[r * ld..r * ld + ncols]);
+            self.decode_row(k, row0 + r, col0, &mut out[r * ld..r * ld + ncols]);
         }
     }
 
@@ -157,8 +157,14 @@ fn read_one(packed: &[u8], k: usize) -> usize {
     usize::from(clef_formats::lut6::index_at(packed, k))
 }
 
-/// Decodes the run of `out.len()` indices starting at stream position `start`, scalar.
-fn decode_scalar(packed: &[u8], start: usize, table: &[f32; TABLE_LEN], out: &mut [f32]) {
+/// Decodes the run of `out.len()` indices starting at stream position `start`, scalar: the
+/// portable entry of the kernel table, and the twin of the others.
+pub(crate) fn decode_scalar(
+    packed: &[u8],
+    start: usize,
+    table: &[f32; TABLE_LEN],
+    out: &mut [f32],
+) {
     // Up to three leading indices until the position is a multiple of 4 (a 3-byte boundary),
     // then whole quads, then the tail.
     let lead = ((4 - start % 4) % 4).min(out.len());
@@ -185,117 +191,14 @@ fn decode_scalar(packed: &[u8], start: usize, table: &[f32; TABLE_LEN], out: &mu
     }
 }
 
-/// Dispatches one run to the best path `isa` allows.
-fn decode_run(isa: Isa, packed: &[u8], start: usize, table: &[f32; TABLE_LEN], out: &mut [f32]) {
+/// Decodes one run with the kernel table's decoder, from the first whole quad on (a quad is 3
+/// bytes: the vector decoders start on one).
+fn decode_run(k: &Kernels, packed: &[u8], start: usize, table: &[f32; TABLE_LEN], out: &mut [f32]) {
     let lead = ((4 - start % 4) % 4).min(out.len());
     decode_scalar(packed, start, table, &mut out[..lead]);
-    let k = start + lead;
-    let byte = k / 4 * 3;
-    let body = &mut out[lead..];
-    let done = match isa {
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 if Isa::Avx512.is_available() => {
-            // SAFETY: AVX-512F and AVX2 checked just above; the loop reads whole 16-byte
-            // windows only while they lie inside `packed`.
-            unsafe { x86::lut6_avx512(packed, byte, table, body) }
-        }
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 | Isa::Avx512 if Isa::Avx2.is_available() => {
-            // SAFETY: AVX2 checked just above; reads stay inside `packed` as above.
-            unsafe { x86::lut6_avx2(packed, byte, table, body) }
-        }
-        _ => 0,
-    };
-    decode_scalar(packed, k + done, table, &mut body[done..]);
-}
-
-#[cfg(target_arch = "x86_64")]
-mod x86 {
-    //! Vector decoders of a quad-aligned run. Each returns how many leading elements of `out`
-    //! it wrote (a multiple of 8 or 16); the caller finishes the rest with the scalar code.
-
-    use super::TABLE_LEN;
-    use std::arch::x86_64::*;
-
-    /// 8 indices (two quads, bytes `b..b+6`) of a 16-byte window broadcast to both lanes:
-    /// lane j of the result holds index j.
-    #[inline]
-    #[target_feature(enable = "avx2")]
-    unsafe fn indices8(window: __m128i) -> __m256i {
-        let both = _mm256_broadcastsi128_si256(window);
-        // dword j takes the 3 bytes of its quad (quad 0 in the low lane, quad 1 in the high
-        // lane: pshufb indexes within each 128-bit lane) and a zero byte.
-        let spread = _mm256_setr_epi8(
-            0, 1, 2, -1, 0, 1, 2, -1, 0, 1, 2, -1, 0, 1, 2, -1, //
-            3, 4, 5, -1, 3, 4, 5, -1, 3, 4, 5, -1, 3, 4, 5, -1,
-        );
-        let words = _mm256_shuffle_epi8(both, spread);
-        let shifted = _mm256_srlv_epi32(words, _mm256_setr_epi32(0, 6, 12, 18, 0, 6, 12, 18));
-        _mm256_and_si256(shifted, _mm256_set1_epi32(0x3f))
-    }
-
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn lut6_avx2(
-        packed: &[u8],
-        byte: usize,
-        table: &[f32; TABLE_LEN],
-        out: &mut [f32],
-    ) -> usize {
-        let blocks = out.len() / 8;
-        let mut done = 0;
-        let t = table.as_ptr();
-        let o = out.as_mut_ptr();
-        for b in 0..blocks {
-            let at = byte + 6 * b;
-            if at + 16 > packed.len() {
-                break;
-            }
-            let window = _mm_loadu_si128(packed.as_ptr().add(at) as *const __m128i);
-            let idx = indices8(window);
-            _mm256_storeu_ps(o.add(8 * b), _mm256_i32gather_ps::<4>(t, idx));
-            done = 8 * (b + 1);
-        }
-        done
-    }
-
-    #[target_feature(enable = "avx512f,avx2")]
-    pub(super) unsafe fn lut6_avx512(
-        packed: &[u8],
-        byte: usize,
-        table: &[f32; TABLE_LEN],
-        out: &mut [f32],
-    ) -> usize {
-        let blocks = out.len() / 16;
-        let mut done = 0;
-        let t = table.as_ptr();
-        let (t0, t1, t2, t3) = (
-            _mm512_loadu_ps(t),
-            _mm512_loadu_ps(t.add(16)),
-            _mm512_loadu_ps(t.add(32)),
-            _mm512_loadu_ps(t.add(48)),
-        );
-        let high = _mm512_set1_epi32(32);
-        let o = out.as_mut_ptr();
-        for b in 0..blocks {
-            // indices 0..7 from bytes at..at+6, 8..15 from at+6..at+12; the second window
-            // ends at at + 22
-            let at = byte + 12 * b;
-            if at + 22 > packed.len() {
-                break;
-            }
-            let p = packed.as_ptr().add(at);
-            let lo8 = indices8(_mm_loadu_si128(p as *const __m128i));
-            let hi8 = indices8(_mm_loadu_si128(p.add(6) as *const __m128i));
-            let idx = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo8), hi8);
-            // bits 0..4 pick among 32 entries (bit 4 chooses the register), bit 5 the pair
-            let low = _mm512_permutex2var_ps(t0, idx, t1);
-            let upper = _mm512_permutex2var_ps(t2, idx, t3);
-            let pick = _mm512_test_epi32_mask(idx, high);
-            _mm512_storeu_ps(o.add(16 * b), _mm512_mask_blend_ps(pick, low, upper));
-            done = 16 * (b + 1);
-        }
-        done
-    }
+    // SAFETY: the table's functions run on this CPU; the run lies inside `packed` (the view's
+    // length was checked against its shape).
+    unsafe { (k.lut6_run)(packed, start + lead, table, &mut out[lead..]) };
 }
 
 #[cfg(test)]
@@ -352,11 +255,11 @@ mod tests {
             prop_assert_eq!(v.dequantize(), want.clone());
             let col0 = (next() as usize) % cols;
             let n = (next() as usize) % (cols - col0 + 1);
-            for isa in Isa::available() {
+            for kt in Kernels::available() {
                 for r in 0..rows {
                     let mut got = vec![f32::NAN; n];
-                    v.decode_row(isa, r, col0, &mut got);
-                    prop_assert_eq!(&got[..], &want[r * cols + col0..r * cols + col0 + n], "{:?} row {}", isa, r);
+                    v.decode_row(kt, r, col0, &mut got);
+                    prop_assert_eq!(&got[..], &want[r * cols + col0..r * cols + col0 + n], "{:?} row {}", kt, r);
                 }
             }
         }

@@ -6,8 +6,8 @@
 //! (11 + 8 significant bits), so the three decoders give the same bits:
 //!
 //! - scalar twin: one multiply per weight, the scale widened once per group;
-//! - AVX2: 8 codes per step, sign-extended (`vpmovsxbd`), converted to f32 and multiplied by the
-//!   group's broadcast scale (widened from FP16 with F16C);
+//! - AVX2 (`crate::x86::decode`): 8 codes per step, sign-extended (`vpmovsxbd`), converted to
+//!   f32 and multiplied by the group's broadcast scale (widened from FP16 with F16C);
 //! - AVX-512: the same, 16 codes per step.
 //!
 //! Vector blocks never straddle a scale group: a run is cut at group boundaries and whatever
@@ -15,8 +15,8 @@
 //! every decoder reads it as −128, and [`Q8View::first_invalid_code`] lets a loader refuse it up
 //! front.
 
+use crate::cpu::Kernels;
 use crate::error::KernelError;
-use crate::isa::Isa;
 use crate::weights::{prefetch_lines, PanelDecode};
 
 pub use clef_formats::q8::{is_valid_code, row_groups, GROUP, MAX_CODE};
@@ -110,12 +110,12 @@ impl<'a> Q8View<'a> {
         f16_at(self.row_scales(row), group)
     }
 
-    /// Decodes `out.len()` weights of row `row` from column `col0` on, with the given
-    /// instruction set.
-    pub fn decode_row(&self, isa: Isa, row: usize, col0: usize, out: &mut [f32]) {
+    /// Decodes `out.len()` weights of row `row` from column `col0` on, with the decoder of
+    /// the kernel table `k`.
+    pub fn decode_row(&self, k: &Kernels, row: usize, col0: usize, out: &mut [f32]) {
         assert!(row < self.rows && col0 + out.len() <= self.cols);
         let n = out.len();
-        self.decode_panel(isa, row, 1, col0, n, out, n);
+        self.decode_panel(k, row, 1, col0, n, out, n);
     }
 
     /// The scalar twin of [`Q8View::decode_row`].
@@ -144,8 +144,9 @@ fn f16_at(scales_row: &[u8], g: usize) -> f32 {
 
 /// Columns `col0..col0 + out.len()` of one row (`codes_row`, `scales_row`: the whole row),
 /// group by group: one FP16 widening per group and a plain multiply loop over its codes (which
-/// the compiler vectorises; widening the scale per weight cost 50× the bf16 decode).
-fn decode_scalar(codes_row: &[u8], scales_row: &[u8], col0: usize, out: &mut [f32]) {
+/// the compiler vectorises; widening the scale per weight cost 50× the bf16 decode). The
+/// portable entry of the kernel table, and the twin of the others.
+pub(crate) fn decode_scalar(codes_row: &[u8], scales_row: &[u8], col0: usize, out: &mut [f32]) {
     let mut i = 0;
     while i < out.len() {
         let c = col0 + i;
@@ -169,7 +170,7 @@ impl PanelDecode for Q8View<'_> {
 
     fn decode_panel(
         &self,
-        isa: Isa,
+        k: &Kernels,
         row0: usize,
         nrows: usize,
         col0: usize,
@@ -193,21 +194,9 @@ impl PanelDecode for Q8View<'_> {
             }
             let (codes, scales) = (self.row_codes(row), self.row_scales(row));
             let dst = &mut out[r * ld..r * ld + ncols];
-            let done = match isa {
-                #[cfg(target_arch = "x86_64")]
-                Isa::Avx512 if Isa::Avx512.is_available() => {
-                    // SAFETY: AVX-512F (and the AVX2 set with F16C) checked just above; reads
-                    // stay inside the row's codes (asserted column range), writes inside `dst`.
-                    unsafe { x86::run_avx512(codes, scales, col0, dst) }
-                }
-                #[cfg(target_arch = "x86_64")]
-                Isa::Avx2 | Isa::Avx512 if Isa::Avx2.is_available() => {
-                    // SAFETY: AVX2 + F16C checked just above; same bounds.
-                    unsafe { x86::run_avx2(codes, scales, col0, dst) }
-                }
-                _ => 0,
-            };
-            decode_scalar(codes, scales, col0 + done, &mut dst[done..]);
+            // SAFETY: the table's functions run on this CPU; reads stay inside the row's codes
+            // (asserted column range), writes inside `dst`.
+            unsafe { (k.q8_row)(codes, scales, col0, dst) };
         }
     }
 
@@ -222,96 +211,6 @@ impl PanelDecode for Q8View<'_> {
                 prefetch_lines(span);
             }
         }
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-mod x86 {
-    //! Vector decoders of a row's columns `c0..c0 + out.len()`. Each returns how many leading
-    //! elements of `out` it wrote; the caller finishes the rest with the scalar code. Within a
-    //! group, whole blocks are vector code and the remainder scalar, so a block never mixes two
-    //! scales.
-
-    use super::GROUP;
-    use std::arch::x86_64::*;
-
-    /// FP16 → f32 with F16C (the same value as `half`'s conversion: exact, NaNs quieted).
-    #[inline]
-    #[target_feature(enable = "avx2,f16c")]
-    unsafe fn scale_f16c(scales: &[u8], g: usize) -> f32 {
-        let bits = u16::from_le_bytes([scales[2 * g], scales[2 * g + 1]]);
-        _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(bits))))
-    }
-
-    /// How many of the columns from `c` to the end of its group (at most `remaining`) whole
-    /// blocks of `block` columns cover.
-    #[inline]
-    fn blocks_of(c: usize, remaining: usize, block: usize) -> usize {
-        (GROUP - c % GROUP).min(remaining) / block * block
-    }
-
-    /// Each group in turn: whole 8-column blocks in vector code, the group's remainder scalar.
-    #[target_feature(enable = "avx2,f16c")]
-    pub(super) unsafe fn run_avx2(
-        codes: &[u8],
-        scales: &[u8],
-        c0: usize,
-        out: &mut [f32],
-    ) -> usize {
-        let n = out.len();
-        let o = out.as_mut_ptr();
-        let mut i = 0;
-        while i < n {
-            let c = c0 + i;
-            let in_group = (GROUP - c % GROUP).min(n - i);
-            let whole = blocks_of(c, n - i, 8);
-            if whole > 0 {
-                let s = _mm256_set1_ps(scale_f16c(scales, c / GROUP));
-                let mut k = 0;
-                while k < whole {
-                    // columns c + k .. c + k + 8 lie inside the group, hence inside the row
-                    let bytes = _mm_loadl_epi64(codes.as_ptr().add(c + k) as *const __m128i);
-                    let q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes));
-                    _mm256_storeu_ps(o.add(i + k), _mm256_mul_ps(s, q));
-                    k += 8;
-                }
-            }
-            super::decode_scalar(codes, scales, c + whole, &mut out[i + whole..i + in_group]);
-            i += in_group;
-        }
-        n
-    }
-
-    /// As [`run_avx2`] with 16-column blocks.
-    #[target_feature(enable = "avx512f,avx2,f16c")]
-    pub(super) unsafe fn run_avx512(
-        codes: &[u8],
-        scales: &[u8],
-        c0: usize,
-        out: &mut [f32],
-    ) -> usize {
-        let n = out.len();
-        let o = out.as_mut_ptr();
-        let mut i = 0;
-        while i < n {
-            let c = c0 + i;
-            let in_group = (GROUP - c % GROUP).min(n - i);
-            let whole = blocks_of(c, n - i, 16);
-            if whole > 0 {
-                let s = _mm512_set1_ps(scale_f16c(scales, c / GROUP));
-                let mut k = 0;
-                while k < whole {
-                    // columns c + k .. c + k + 16 lie inside the group, hence inside the row
-                    let bytes = _mm_loadu_si128(codes.as_ptr().add(c + k) as *const __m128i);
-                    let q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes));
-                    _mm512_storeu_ps(o.add(i + k), _mm512_mul_ps(s, q));
-                    k += 16;
-                }
-            }
-            super::decode_scalar(codes, scales, c + whole, &mut out[i + whole..i + in_group]);
-            i += in_group;
-        }
-        n
     }
 }
 

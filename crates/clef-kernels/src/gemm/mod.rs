@@ -1,7 +1,7 @@
 //! Register-blocked f32 GEMM machinery shared by the matmul, the DeltaNet chunk products and
 //! attention.
 //!
-//! Everything reduces to one micro-kernel per instruction set (see [`tile`]):
+//! Everything reduces to one micro-kernel per kernel table (see [`tile`]):
 //! `C[MR × MP] (+)= A[MR × kc] · B[kc × MP]` where A ("broadcast operand") is row-major with the
 //! fixed stride [`KC`] and B ("vector operand") is row-major with a run-time stride and exactly
 //! MP columns. A and B are packed (and, for weights, expanded from their stored format) into
@@ -12,10 +12,6 @@ pub(crate) mod tile;
 pub(crate) mod transpose;
 pub(crate) mod weights;
 
-#[cfg(target_arch = "x86_64")]
-mod tile_avx2;
-#[cfg(target_arch = "x86_64")]
-mod tile_avx512;
 mod tile_portable;
 
 /// Depth of one packed block: the broadcast operand's row stride. An MR × KC slice of it
@@ -24,3 +20,13 @@ mod tile_portable;
 pub(crate) const KC: usize = 384;
 
 pub(crate) use tile::TileKernel;
+
+/// The portable tile (the kernel table's default).
+pub(crate) fn portable_tile() -> TileKernel {
+    TileKernel {
+        mr: tile_portable::MR,
+        mp: tile_portable::MP,
+        row_major: tile_portable::row_major,
+        transposed: tile_portable::transposed,
+    }
+}

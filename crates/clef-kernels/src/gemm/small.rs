@@ -209,7 +209,7 @@ impl SmallGemm {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::isa::Isa;
+    use crate::cpu::Kernels;
     use proptest::prelude::*;
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
@@ -236,8 +236,8 @@ mod tests {
                     want[r * ldc + col] = (base + dot) as f32;
                 }
             }
-            for isa in Isa::available() {
-                let mut gemm = SmallGemm::new(TileKernel::for_isa(isa).expect("available"));
+            for kt in Kernels::available() {
+                let mut gemm = SmallGemm::new(kt.f32_tile);
                 let left = if transposed { Left::Cols(Mat { data: &a, ld: lda }) } else { Left::Rows(Mat { data: &a, ld: lda }) };
                 let mut got = c0.clone();
                 let right = if packed { let mut buf = Vec::new(); pack_right(gemm.kernel().mp, k, n, Mat { data: &b, ld: ldb }, &mut buf); buf } else { Vec::new() };
@@ -248,7 +248,7 @@ mod tests {
                     if idx % ldc >= n {
                         prop_assert_eq!(g.to_bits(), c0[idx].to_bits());
                     } else {
-                        prop_assert!((g - w).abs() <= 1e-5 * (k as f32 + 1.0), "{:?} C[{}] = {} want {}", isa, idx, g, w);
+                        prop_assert!((g - w).abs() <= 1e-5 * (k as f32 + 1.0), "{:?} C[{}] = {} want {}", kt, idx, g, w);
                     }
                 }
             }

@@ -1,7 +1,7 @@
-//! The micro-kernel contract and its per-ISA selection.
+//! The micro-kernel contract. The implementations are the portable one (`super::tile_portable`)
+//! and the per-architecture ones (`crate::x86::f32_tile`); the kernel table picks one.
 
 use super::KC;
-use crate::isa::Isa;
 
 /// `c[a·ldc + b] (+)= Σ_{kk < kc} A(a, kk) · x[kk·ldx + b]` for `a < MR`, `b < MP`, where the
 /// broadcast operand is `A(a, kk) = w[a·KC + kk]` (row-major panel, [`TileKernel::run`]) or
@@ -19,62 +19,19 @@ pub(crate) type TileFn = unsafe fn(
     accumulate: bool,
 );
 
-/// A micro-kernel pair with its tile shape. Only constructible for an available ISA, which is
-/// what makes the `run*` methods safe.
+/// A micro-kernel pair with its tile shape, as the kernel table holds it (`crate::Kernels`:
+/// only functions this CPU runs), which is what makes the `run*` methods safe.
 #[derive(Clone, Copy)]
 pub(crate) struct TileKernel {
     /// Rows of the broadcast operand per tile.
     pub(crate) mr: usize,
     /// Columns of the vector operand per tile (a multiple of the vector width).
     pub(crate) mp: usize,
-    pub(crate) isa: Isa,
-    row_major: TileFn,
-    transposed: TileFn,
+    pub(crate) row_major: TileFn,
+    pub(crate) transposed: TileFn,
 }
 
 impl TileKernel {
-    /// The kernel for `isa`, or `None` when this CPU lacks it.
-    pub(crate) fn for_isa(isa: Isa) -> Option<TileKernel> {
-        if !isa.is_available() {
-            return None;
-        }
-        let kernel = match isa {
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => {
-                use super::tile_avx512 as t;
-                TileKernel {
-                    mr: t::MR,
-                    mp: t::MP,
-                    isa,
-                    row_major: t::row_major,
-                    transposed: t::transposed,
-                }
-            }
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => {
-                use super::tile_avx2 as t;
-                TileKernel {
-                    mr: t::MR,
-                    mp: t::MP,
-                    isa,
-                    row_major: t::row_major,
-                    transposed: t::transposed,
-                }
-            }
-            _ => {
-                use super::tile_portable as t;
-                TileKernel {
-                    mr: t::MR,
-                    mp: t::MP,
-                    isa: Isa::Scalar,
-                    row_major: t::row_major,
-                    transposed: t::transposed,
-                }
-            }
-        };
-        Some(kernel)
-    }
-
     fn check_xc(&self, kc: usize, x: &[f32], ldx: usize, c: &[f32], ldc: usize) {
         assert!(
             ldc >= self.mp && c.len() >= (self.mr - 1) * ldc + self.mp,
@@ -108,7 +65,7 @@ impl TileKernel {
                 "tile broadcast-operand extent"
             );
         }
-        // SAFETY: the ISA is available (checked at construction) and the asserts above cover
+        // SAFETY: the kernel table holds only tiles this CPU runs, and the asserts above cover
         // every element read (`w[a·KC + kk]`, `x[kk·ldx + b]`) and written (`c[a·ldc + b]`)
         // for a < MR, b < MP, kk < kc.
         unsafe {

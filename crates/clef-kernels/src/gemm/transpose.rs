@@ -1,15 +1,16 @@
 //! The transposition that ends every weight-product block: the tiles accumulate `C[a][i]`
 //! (weight row `a`, activation row `i`), the output wants `y[i][a]`. Done element by element
 //! this was 4-5 % of an integer product at Clef-Flash widths (a strided 4-byte store per
-//! output, ~4 cycles each); AVX2 moves 8 × 8 blocks through registers instead. Pure data
+//! output, ~4 cycles each); AVX2 moves 8 × 8 blocks through registers instead
+//! (`crate::x86::f32_tile::transpose_avx2`). Pure data
 //! movement, so every path gives the same bytes (property test against the scalar twin).
 
-use crate::isa::Isa;
+use crate::cpu::Kernels;
 use std::marker::PhantomData;
 
 /// `dst[i·ldd + a] = src[a·lds + i]` for `a < rows`, `i < cols`.
 pub(crate) fn transpose(
-    isa: Isa,
+    k: &Kernels,
     src: &[f32],
     lds: usize,
     rows: usize,
@@ -22,7 +23,7 @@ pub(crate) fn transpose(
     }
     assert!(dst.len() >= (cols - 1) * ldd + rows);
     // SAFETY: `dst` holds every element written (asserted above).
-    unsafe { transpose_raw(isa, src, lds, rows, cols, dst.as_mut_ptr(), ldd) }
+    unsafe { transpose_raw(k, src, lds, rows, cols, dst.as_mut_ptr(), ldd) }
 }
 
 /// The rows of a product's output, shared by the parallel blocks that each write their own
@@ -57,7 +58,7 @@ impl<'a> SharedRows<'a> {
     /// No other call may write columns `c0..c0 + ncols` at the same time.
     pub(crate) unsafe fn store_transposed(
         &self,
-        isa: Isa,
+        k: &Kernels,
         src: &[f32],
         lds: usize,
         c0: usize,
@@ -67,7 +68,7 @@ impl<'a> SharedRows<'a> {
             return;
         }
         assert!(c0 + ncols <= self.ld, "columns past the row");
-        transpose_raw(isa, src, lds, ncols, self.rows, self.ptr.add(c0), self.ld)
+        transpose_raw(k, src, lds, ncols, self.rows, self.ptr.add(c0), self.ld)
     }
 }
 
@@ -77,7 +78,7 @@ impl<'a> SharedRows<'a> {
 /// `dst` must be valid for writes at `i·ldd + a` for every `a < rows`, `i < cols`, and no
 /// other thread may access those elements meanwhile.
 unsafe fn transpose_raw(
-    isa: Isa,
+    k: &Kernels,
     src: &[f32],
     lds: usize,
     rows: usize,
@@ -91,14 +92,24 @@ unsafe fn transpose_raw(
     // the extents the vector path reads through pointers
     assert!(cols <= lds && rows <= ldd);
     assert!(src.len() >= (rows - 1) * lds + cols);
-    match isa {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: AVX2 checked in the guard; `src` extents asserted above, `dst` by the caller.
-        Isa::Avx2 | Isa::Avx512 if Isa::Avx2.is_available() => {
-            x86::transpose_avx2(src, lds, rows, cols, dst, ldd)
-        }
-        _ => transpose_scalar(src, lds, rows, cols, dst, ldd, 0, 0),
-    }
+    // SAFETY: the table's functions run on this CPU; `src` extents asserted above, `dst` by
+    // the caller.
+    (k.transpose)(src, lds, rows, cols, dst, ldd)
+}
+
+/// The portable entry of the kernel table: the scalar twin over the whole block.
+///
+/// # Safety
+/// As [`transpose_raw`].
+pub(crate) unsafe fn transpose_portable(
+    src: &[f32],
+    lds: usize,
+    rows: usize,
+    cols: usize,
+    dst: *mut f32,
+    ldd: usize,
+) {
+    transpose_scalar(src, lds, rows, cols, dst, ldd, 0, 0)
 }
 
 /// The scalar twin, from row `a0` and column `i0` on (the vector path's edges).
@@ -106,7 +117,7 @@ unsafe fn transpose_raw(
 /// # Safety
 /// As [`transpose_raw`].
 #[allow(clippy::too_many_arguments)]
-unsafe fn transpose_scalar(
+pub(crate) unsafe fn transpose_scalar(
     src: &[f32],
     lds: usize,
     rows: usize,
@@ -125,71 +136,6 @@ unsafe fn transpose_scalar(
         for i in i0..cols {
             *dst.add(i * ldd + a) = src[a * lds + i];
         }
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-mod x86 {
-    use std::arch::x86_64::*;
-
-    /// 8 × 8 blocks through registers (unpack pairs, then quads, then 128-bit halves), the
-    /// edges by the scalar twin.
-    ///
-    /// # Safety
-    /// AVX2; extents as [`super::transpose_raw`] requires.
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn transpose_avx2(
-        src: &[f32],
-        lds: usize,
-        rows: usize,
-        cols: usize,
-        dp: *mut f32,
-        ldd: usize,
-    ) {
-        let (a8, i8) = (rows / 8 * 8, cols / 8 * 8);
-        let sp = src.as_ptr();
-        // Output rows outermost: consecutive blocks fill each output row's run of columns
-        // whole cache lines at a time.
-        for i in (0..i8).step_by(8) {
-            for a in (0..a8).step_by(8) {
-                let r: [__m256; 8] =
-                    std::array::from_fn(|q| _mm256_loadu_ps(sp.add((a + q) * lds + i)));
-                // pairs: (r0 r1), (r2 r3), ... interleaved by element
-                let t0 = _mm256_unpacklo_ps(r[0], r[1]);
-                let t1 = _mm256_unpackhi_ps(r[0], r[1]);
-                let t2 = _mm256_unpacklo_ps(r[2], r[3]);
-                let t3 = _mm256_unpackhi_ps(r[2], r[3]);
-                let t4 = _mm256_unpacklo_ps(r[4], r[5]);
-                let t5 = _mm256_unpackhi_ps(r[4], r[5]);
-                let t6 = _mm256_unpacklo_ps(r[6], r[7]);
-                let t7 = _mm256_unpackhi_ps(r[6], r[7]);
-                // quads: columns 4q + (0, 1, 2, 3) of rows 0-3 and 4-7 within each half
-                let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
-                let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
-                let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
-                let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
-                let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
-                let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
-                let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
-                let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
-                // halves: rows 0-3 of column c with rows 4-7 of column c
-                let out = [
-                    _mm256_permute2f128_ps::<0x20>(u0, u4),
-                    _mm256_permute2f128_ps::<0x20>(u1, u5),
-                    _mm256_permute2f128_ps::<0x20>(u2, u6),
-                    _mm256_permute2f128_ps::<0x20>(u3, u7),
-                    _mm256_permute2f128_ps::<0x31>(u0, u4),
-                    _mm256_permute2f128_ps::<0x31>(u1, u5),
-                    _mm256_permute2f128_ps::<0x31>(u2, u6),
-                    _mm256_permute2f128_ps::<0x31>(u3, u7),
-                ];
-                for (q, v) in out.iter().enumerate() {
-                    _mm256_storeu_ps(dp.add((i + q) * ldd + a), *v);
-                }
-            }
-        }
-        // rows a8.. over every column, then the columns i8.. of the rows before a8
-        super::transpose_scalar(src, lds, rows, cols, dp, ldd, a8, i8);
     }
 }
 
@@ -216,10 +162,10 @@ mod tests {
                     prop_assert_eq!(want[i * ldd + a].to_bits(), src[a * lds + i].to_bits());
                 }
             }
-            for isa in Isa::available() {
+            for k in Kernels::available() {
                 let mut got = vec![-1.0f32; len];
-                transpose(isa, &src, lds, rows, cols, &mut got, ldd);
-                prop_assert!(got.iter().zip(&want).all(|(p, q)| p.to_bits() == q.to_bits()), "{:?}", isa);
+                transpose(k, &src, lds, rows, cols, &mut got, ldd);
+                prop_assert!(got.iter().zip(&want).all(|(p, q)| p.to_bits() == q.to_bits()), "{:?}", k);
                 // The same through shared rows, one column block at a time.
                 let mut got = vec![-1.0f32; len];
                 if cols > 0 {
@@ -227,11 +173,11 @@ mod tests {
                     let half = rows / 2;
                     // SAFETY: one writer at a time, disjoint column blocks.
                     unsafe {
-                        shared.store_transposed(isa, &src, lds, 0, half);
-                        shared.store_transposed(isa, &src[half * lds..], lds, half, rows - half);
+                        shared.store_transposed(k, &src, lds, 0, half);
+                        shared.store_transposed(k, &src[half * lds..], lds, half, rows - half);
                     }
                 }
-                prop_assert!(got.iter().zip(&want).all(|(p, q)| p.to_bits() == q.to_bits()), "shared {:?}", isa);
+                prop_assert!(got.iter().zip(&want).all(|(p, q)| p.to_bits() == q.to_bits()), "shared {:?}", k);
             }
         }
     }

@@ -9,7 +9,8 @@
 //! thread count.
 
 use super::transpose::transpose;
-use super::{TileKernel, KC};
+use super::KC;
+use crate::cpu::Kernels;
 use crate::scratch;
 use crate::weights::PanelDecode;
 use rayon::prelude::*;
@@ -26,7 +27,7 @@ const GROUPS_PER_BLOCK: usize = 16;
 /// Computes `y = x · Wᵀ`, or `y += x · Wᵀ` when `accumulate`, then adds `bias` per column when
 /// given. `x` is `[m × w.cols()]`, `y` is `[m × w.rows()]`, both already checked by the caller.
 pub(crate) fn gemm_weights<W: PanelDecode + ?Sized>(
-    kernel: TileKernel,
+    kt: &Kernels,
     x: &[f32],
     m: usize,
     w: &W,
@@ -43,7 +44,7 @@ pub(crate) fn gemm_weights<W: PanelDecode + ?Sized>(
     if m == 0 || n == 0 {
         return;
     }
-    let mp = kernel.mp;
+    let mp = kt.f32_tile.mp;
     let mc_cap = (X_PACK_ELEMENTS / k.max(1)).clamp(mp, MC_MAX) / mp * mp;
     let mut m0 = 0;
     while m0 < m {
@@ -52,10 +53,10 @@ pub(crate) fn gemm_weights<W: PanelDecode + ?Sized>(
         let ys = &mut y[m0 * n..(m0 + mc) * n];
         if k == 0 {
             store_rows(ys, n, &[], 0, &[], bias, accumulate);
-        } else if mc <= kernel.mr {
-            pass_few_rows(kernel, xs, mc, w, bias, ys, accumulate);
+        } else if mc <= kt.f32_tile.mr {
+            pass_few_rows(kt, xs, mc, w, bias, ys, accumulate);
         } else {
-            pass(kernel, xs, mc, w, bias, ys, accumulate);
+            pass(kt, xs, mc, w, bias, ys, accumulate);
         }
         m0 += mc;
     }
@@ -63,7 +64,7 @@ pub(crate) fn gemm_weights<W: PanelDecode + ?Sized>(
 
 /// One pass over at most `MC_MAX` activation rows.
 fn pass<W: PanelDecode + ?Sized>(
-    kernel: TileKernel,
+    kt: &Kernels,
     x: &[f32],
     mc: usize,
     w: &W,
@@ -72,6 +73,7 @@ fn pass<W: PanelDecode + ?Sized>(
     accumulate: bool,
 ) {
     let (n, k) = (w.rows(), w.cols());
+    let kernel = kt.f32_tile;
     let (mr, mp) = (kernel.mr, kernel.mp);
     let panels = mc.div_ceil(mp);
     let mpad = panels * mp;
@@ -95,7 +97,7 @@ fn pass<W: PanelDecode + ?Sized>(
             for kb in 0..kblocks {
                 let c0 = kb * KC;
                 let kc = KC.min(k - c0);
-                w.decode_panel(kernel.isa, r0, nr, c0, kc, wp, KC);
+                w.decode_panel(kt, r0, nr, c0, kc, wp, KC);
                 let xkb = &xp[kb * kb_stride..(kb + 1) * kb_stride];
                 for jr in 0..groups {
                     let wg = &wp[jr * mr * KC..(jr + 1) * mr * KC];
@@ -124,7 +126,7 @@ fn pass<W: PanelDecode + ?Sized>(
             }
             // Transpose to [mc × nr] while the tile is still in cache, so that the scatter
             // below copies contiguous runs.
-            transpose(kernel.isa, ct, mpad, nr, mc, out, nr);
+            transpose(kt, ct, mpad, nr, mc, out, nr);
         });
     });
     scratch::give(xp);
@@ -139,7 +141,7 @@ fn pass<W: PanelDecode + ?Sized>(
 /// same products in the same order as in [`pass`] (the tile's fused or separate multiply-add is
 /// commutative in its factors), so the bits do not depend on which pass ran.
 fn pass_few_rows<W: PanelDecode + ?Sized>(
-    kernel: TileKernel,
+    kt: &Kernels,
     x: &[f32],
     mc: usize,
     w: &W,
@@ -148,6 +150,7 @@ fn pass_few_rows<W: PanelDecode + ?Sized>(
     accumulate: bool,
 ) {
     let (n, k) = (w.rows(), w.cols());
+    let kernel = kt.f32_tile;
     let (mr, mp) = (kernel.mr, kernel.mp);
     debug_assert!(mc <= mr);
     let kblocks = k.div_ceil(KC);
@@ -176,10 +179,10 @@ fn pass_few_rows<W: PanelDecode + ?Sized>(
             for kb in 0..kblocks {
                 let c0 = kb * KC;
                 let kc = KC.min(k - c0);
-                w.decode_panel(kernel.isa, r0, nr, c0, kc, decoded, KC);
+                w.decode_panel(kt, r0, nr, c0, kc, decoded, KC);
                 for g in 0..nrpad / mp {
                     let panel = &mut panels[g * KC * mp..(g + 1) * KC * mp];
-                    transpose(kernel.isa, &decoded[g * mp * KC..], KC, mp, kc, panel, mp);
+                    transpose(kt, &decoded[g * mp * KC..], KC, mp, kc, panel, mp);
                     kernel.run(kc, xkb(kb), panel, mp, &mut ct[g * mp..], nrpad, kb > 0);
                 }
             }

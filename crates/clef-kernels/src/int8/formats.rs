@@ -5,10 +5,10 @@
 
 use super::decode;
 use super::{CodeRange, Int8Panel, Int8Weights, GROUP};
+use crate::cpu::Kernels;
 use crate::formats::affine4::Affine4View;
 use crate::formats::q8::Q8View;
 use crate::formats::ternary::{TernaryView, TRITS_PER_BYTE};
-use crate::isa::Isa;
 use clef_formats::ternary::DECODE_TABLE;
 
 /// Group `g`'s BF16 value of a row's little-endian scales (or offsets), widened exactly.
@@ -57,6 +57,7 @@ impl Int8Weights for TernaryView<'_> {
 
     fn decode_int8(
         &self,
+        _k: &Kernels,
         row0: usize,
         nrows: usize,
         col0: usize,
@@ -112,6 +113,7 @@ impl Int8Weights for Affine4View<'_> {
 
     fn decode_int8(
         &self,
+        k: &Kernels,
         row0: usize,
         nrows: usize,
         col0: usize,
@@ -125,12 +127,11 @@ impl Int8Weights for Affine4View<'_> {
             assert!(panel.offsets.len() >= (nrows - 1) * panel.gs + ng);
         }
         let g0 = col0 / GROUP;
-        let isa = Isa::detect();
         for r in 0..nrows {
             let (codes, scales, biases) = self.row_parts(row0 + r);
             let out = &mut panel.codes[r * panel.ld..r * panel.ld + ncols];
             // col0 is even (a group boundary), so bytes split cleanly into column pairs.
-            decode::nibbles(isa, &codes[col0 / 2..(col0 + ncols).div_ceil(2)], out);
+            decode::nibbles(k, &codes[col0 / 2..(col0 + ncols).div_ceil(2)], out);
             for g in 0..ncols.div_ceil(GROUP) {
                 panel.scales[r * panel.gs + g] = bf16_at(scales, g0 + g);
                 panel.offsets[r * panel.gs + g] = bf16_at(biases, g0 + g);
@@ -158,6 +159,7 @@ impl Int8Weights for Q8View<'_> {
 
     fn decode_int8(
         &self,
+        _k: &Kernels,
         row0: usize,
         nrows: usize,
         col0: usize,

@@ -3,14 +3,13 @@
 //! like the f32 matmul's (the same block plan and row scatter, [`crate::gemm::weights`]).
 
 use super::decode::group_sums;
-use super::quantize::{quantize_rows_with_isa, QuantizedRows};
+use super::quantize::{quantize_rows_with, QuantizedRows};
 use super::tile::{finish_group, Int8Tile, TileArgs, KC, STEPS};
-use super::{CodeRange, Int8Isa, Int8Panel, Int8Weights, GROUP};
-use crate::error::KernelError;
+use super::{Int8Panel, Int8Weights, GROUP};
+use crate::cpu::Kernels;
 use crate::formats::lowrank::LowRankF32;
 use crate::gemm::transpose::{transpose, SharedRows};
 use crate::gemm::weights::plan_blocks;
-use crate::isa::Isa;
 use rayon::prelude::*;
 use std::cell::RefCell;
 
@@ -22,12 +21,10 @@ fn check_shapes(x: &[f32], m: usize, rows: usize, cols: usize, y: &[f32]) {
     assert_eq!(y.len(), m * rows, "y must be m × rows");
 }
 
-/// `y[m × rows] = x[m × cols] · Wᵀ` (y overwritten) through int8 activations, on the best
-/// integer tile, parallel on the current rayon pool.
+/// `y[m × rows] = x[m × cols] · Wᵀ` (y overwritten) through int8 activations, with the
+/// detected kernel table, parallel on the current rayon pool.
 pub fn matmul_int8<W: Int8Weights + ?Sized>(x: &[f32], m: usize, w: &W, y: &mut [f32]) {
-    check_shapes(x, m, w.rows(), w.cols(), y);
-    let tile = best_tile(w.code_range());
-    run(tile, x, m, w, None, y);
+    matmul_int8_with(Kernels::detected(), x, m, w, y)
 }
 
 /// `y = x · Wᵀ + (x Aᵀ) Bᵀ`: [`matmul_int8`] followed by [`LowRankF32::apply`] with the same
@@ -41,52 +38,33 @@ pub fn matmul_int8_adapted<W: Int8Weights + ?Sized>(
     adapter: &LowRankF32,
     y: &mut [f32],
 ) {
-    check_shapes(x, m, w.rows(), w.cols(), y);
-    assert_eq!(adapter.shape(), (w.rows(), w.cols()), "adapter shape");
-    let tile = best_tile(w.code_range());
-    run(tile, x, m, w, Some(adapter), y);
+    matmul_int8_adapted_with(Kernels::detected(), x, m, w, adapter, y)
 }
 
-/// [`matmul_int8_adapted`] on a chosen tile (tests, benchmarks); fails when this CPU lacks it.
-pub fn matmul_int8_adapted_with_isa<W: Int8Weights + ?Sized>(
-    isa: Int8Isa,
+/// [`matmul_int8_adapted`] with the kernel table `kt` (tests compare the tables).
+pub fn matmul_int8_adapted_with<W: Int8Weights + ?Sized>(
+    kt: &Kernels,
     x: &[f32],
     m: usize,
     w: &W,
     adapter: &LowRankF32,
     y: &mut [f32],
-) -> Result<(), KernelError> {
+) {
     check_shapes(x, m, w.rows(), w.cols(), y);
     assert_eq!(adapter.shape(), (w.rows(), w.cols()), "adapter shape");
-    let tile = chosen_tile(isa, w.code_range())?;
-    run(tile, x, m, w, Some(adapter), y);
-    Ok(())
+    run(kt, x, m, w, Some(adapter), y);
 }
 
-/// [`matmul_int8`] on a chosen tile (tests, benchmarks); fails when this CPU lacks it.
-pub fn matmul_int8_with_isa<W: Int8Weights + ?Sized>(
-    isa: Int8Isa,
+/// [`matmul_int8`] with the kernel table `kt` (tests compare the tables).
+pub fn matmul_int8_with<W: Int8Weights + ?Sized>(
+    kt: &Kernels,
     x: &[f32],
     m: usize,
     w: &W,
     y: &mut [f32],
-) -> Result<(), KernelError> {
+) {
     check_shapes(x, m, w.rows(), w.cols(), y);
-    let tile = chosen_tile(isa, w.code_range())?;
-    run(tile, x, m, w, None, y);
-    Ok(())
-}
-
-/// The best tile this CPU has for codes in `range`.
-fn best_tile(range: CodeRange) -> Int8Tile {
-    Int8Tile::for_isa(Int8Isa::detect(), range)
-        .or_else(|| Int8Tile::for_isa(Int8Isa::Portable, range))
-        .expect("the portable tile is always available")
-}
-
-/// The tile of `isa` for codes in `range`, or an error when this CPU lacks it.
-fn chosen_tile(isa: Int8Isa, range: CodeRange) -> Result<Int8Tile, KernelError> {
-    Int8Tile::for_isa(isa, range).ok_or(KernelError::IsaUnavailable(isa.f32_level()))
+    run(kt, x, m, w, None, y);
 }
 
 /// The reference twin: scalar quantizer, one weight row at a time, the module docs' formula
@@ -94,9 +72,10 @@ fn chosen_tile(isa: Int8Isa, range: CodeRange) -> Result<Int8Tile, KernelError> 
 pub fn matmul_int8_reference<W: Int8Weights + ?Sized>(x: &[f32], m: usize, w: &W, y: &mut [f32]) {
     let (n, k) = (w.rows(), w.cols());
     check_shapes(x, m, n, k, y);
+    let portable = Kernels::portable();
     let mut q = QuantizedRows::default();
     let bits = w.code_range().activation_bits();
-    quantize_rows_with_isa(Isa::Scalar, bits, x, m, k, &mut q);
+    quantize_rows_with(portable, bits, x, m, k, &mut q);
     let (groups, stride) = (q.groups, q.stride());
     let mut codes = vec![0i8; stride];
     let mut scales = vec![0.0f32; groups];
@@ -113,7 +92,7 @@ pub fn matmul_int8_reference<W: Int8Weights + ?Sized>(x: &[f32], m: usize, w: &W
                 sums: &mut sums,
                 gs: groups,
             };
-            w.decode_int8(j, 1, 0, k, &mut panel);
+            w.decode_int8(portable, j, 1, 0, k, &mut panel);
         }
         for i in 0..m {
             let mut acc = 0.0f32;
@@ -166,7 +145,7 @@ struct BlockScratch {
 }
 
 fn run<W: Int8Weights + ?Sized>(
-    tile: Int8Tile,
+    kt: &Kernels,
     x: &[f32],
     m: usize,
     w: &W,
@@ -180,15 +159,14 @@ fn run<W: Int8Weights + ?Sized>(
     if k == 0 {
         y.fill(0.0);
         if let Some(lr) = adapter {
-            lr.apply_with_isa(tile.isa.f32_level(), x, m, y)
-                .expect("the tile's ISA is available");
+            lr.apply_with(kt, x, m, y);
         }
         return;
     }
     // t = x Aᵀ for every row, before the passes (the adapter's first product).
     let t = adapter.map(|lr| {
         let mut t = vec![0.0f32; m * lr.rank()];
-        lr.project(tile.isa.f32_level(), x, m, &mut t);
+        lr.project(kt, x, m, &mut t);
         (lr, t)
     });
     let mut m0 = 0;
@@ -202,7 +180,7 @@ fn run<W: Int8Weights + ?Sized>(
                 Some((lr, t)) => {
                     let r = lr.rank();
                     tt.resize(r * mc, 0.0);
-                    transpose(tile.isa.f32_level(), &t[m0 * r..], r, mc, r, tt, mc);
+                    transpose(kt, &t[m0 * r..], r, mc, r, tt, mc);
                     Some(PassAdapter {
                         lr,
                         tt: &tt[..r * mc],
@@ -210,7 +188,7 @@ fn run<W: Int8Weights + ?Sized>(
                 }
                 None => None,
             };
-            pass(tile, xs, mc, w, pa, ys, q, packed)
+            pass(kt, xs, mc, w, pa, ys, q, packed)
         };
         PASS_SCRATCH.with(|cell| match cell.try_borrow_mut() {
             Ok(mut s) => go(&mut s),
@@ -302,7 +280,7 @@ fn pack_panel(
 /// One pass over at most `MC_MAX` activation rows.
 #[allow(clippy::too_many_arguments)]
 fn pass<W: Int8Weights + ?Sized>(
-    tile: Int8Tile,
+    kt: &Kernels,
     x: &[f32],
     mc: usize,
     w: &W,
@@ -312,10 +290,11 @@ fn pass<W: Int8Weights + ?Sized>(
     packed: &mut Vec<u32>,
 ) {
     let (n, k) = (w.rows(), w.cols());
+    let tile = kt.int8_tile(w.code_range());
     let (mr, mp) = (tile.mr, tile.mp);
     let bits = w.code_range().activation_bits();
-    quantize_rows_with_isa(tile.isa.f32_level(), bits, x, mc, k, q);
-    let layout = PackLayout::new(mc, q.groups, &tile);
+    quantize_rows_with(kt, bits, x, mc, k, q);
+    let layout = PackLayout::new(mc, q.groups, tile);
     let total = layout.kblocks * layout.panels * layout.panel_words;
     packed.clear();
     packed.resize(total, 0);
@@ -324,7 +303,7 @@ fn pass<W: Int8Weights + ?Sized>(
         .enumerate()
         .for_each(|(i, out)| {
             let (kb, p) = (i / layout.panels, i % layout.panels);
-            pack_panel(q, mc, kb, p, &tile, &layout, out);
+            pack_panel(q, mc, kb, p, tile, &layout, out);
         });
 
     let affine = w.has_offsets();
@@ -346,8 +325,8 @@ fn pass<W: Int8Weights + ?Sized>(
         BLOCK_SCRATCH.with(|cell| {
             let mut s = cell.borrow_mut();
             block(
-                &tile, w, packed, &layout, kpad, k, r0, nr, nrpad, mc, mpad, affine, adapter,
-                &mut s, &out,
+                kt, w, packed, &layout, kpad, k, r0, nr, nrpad, mc, mpad, affine, adapter, &mut s,
+                &out,
             );
         });
     });
@@ -362,7 +341,7 @@ fn grow<T: Copy + Default>(v: &mut Vec<T>, len: usize) {
 
 /// One parallel work item: weight rows `r0..r0 + nr` (padded to `nrpad`) against every panel.
 fn block<W: Int8Weights + ?Sized>(
-    tile: &Int8Tile,
+    kt: &Kernels,
     w: &W,
     packed: &[u32],
     layout: &PackLayout,
@@ -379,6 +358,7 @@ fn block<W: Int8Weights + ?Sized>(
     out: &SharedRows,
 ) {
     let gpk = KC / GROUP;
+    let tile = kt.int8_tile(w.code_range());
     let mp = layout.mp;
     let mr = tile.mr;
     // Every element read is written first (decoded rows and their groups, the accumulators at
@@ -407,7 +387,7 @@ fn block<W: Int8Weights + ?Sized>(
                 sums: &mut s.corr,
                 gs: gpk,
             };
-            w.decode_int8(r0, nr, c0, ncols, &mut panel);
+            w.decode_int8(kt, r0, nr, c0, ncols, &mut panel);
         }
         if ncols < kc {
             // The last group's columns past the matrix are zero codes.
@@ -420,7 +400,7 @@ fn block<W: Int8Weights + ?Sized>(
             for r in 0..nr {
                 let sums = &mut s.corr[r * gpk..r * gpk + ng];
                 if !given {
-                    group_sums(tile.isa.f32_level(), &s.codes[r * KC..r * KC + kc], sums);
+                    group_sums(kt, &s.codes[r * KC..r * KC + kc], sums);
                 }
                 for v in sums {
                     *v *= -tile.x_bias;
@@ -456,7 +436,7 @@ fn block<W: Int8Weights + ?Sized>(
                     ldc: mpad,
                     init: kb == 0,
                 };
-                // SAFETY: the tile was built for an available ISA; the weight rows
+                // SAFETY: the table holds only tiles this CPU runs; the weight rows
                 // `jr·mr..(jr + 1)·mr` lie inside the `nrpad × KC` codes and `nrpad × gpk`
                 // group arrays, the panel holds `ng·STEPS` steps of `mp` lanes plus `gpk·mp`
                 // scales and sums, and the output rows `jr·mr..` of stride `mpad` hold `mp`
@@ -466,9 +446,9 @@ fn block<W: Int8Weights + ?Sized>(
         }
     }
     if let Some(PassAdapter { lr, tt }) = adapter {
-        lr.expand_transposed(tile.isa.f32_level(), tt, mc, r0, nr, mc, &mut s.acc, mpad);
+        lr.expand_transposed(kt, tt, mc, r0, nr, mc, &mut s.acc, mpad);
     }
     // Into the output's columns r0.. while the tile is still in cache.
     // SAFETY: the blocks' spans `r0..r0 + nr` are disjoint.
-    unsafe { out.store_transposed(tile.isa.f32_level(), &s.acc, mpad, r0, nr) };
+    unsafe { out.store_transposed(kt, &s.acc, mpad, r0, nr) };
 }

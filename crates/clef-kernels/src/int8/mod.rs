@@ -21,26 +21,20 @@
 //! ternary and 4-bit codes and on `qx + 64` for 8-bit codes (7-bit activations), whose pair sums
 //! then cannot saturate 16 bits.
 
-mod decode;
+pub(crate) mod decode;
 mod formats;
 mod gemm;
-mod isa;
 mod planes;
 pub mod quantize;
-mod tile;
-#[cfg(target_arch = "x86_64")]
-mod tile_avx2;
-#[cfg(target_arch = "x86_64")]
-mod tile_vnni;
+pub(crate) mod tile;
 
 pub use gemm::{
-    matmul_int8, matmul_int8_adapted, matmul_int8_adapted_with_isa, matmul_int8_reference,
-    matmul_int8_with_isa,
+    matmul_int8, matmul_int8_adapted, matmul_int8_adapted_with, matmul_int8_reference,
+    matmul_int8_with,
 };
-pub use isa::Int8Isa;
 pub use planes::{TernaryInt8, TernaryPlanes};
 pub use quantize::{
-    quantize_rows, quantize_rows_scalar, quantize_rows_with_isa, ActivationBits, QuantizedRows,
+    quantize_rows, quantize_rows_scalar, quantize_rows_with, ActivationBits, QuantizedRows,
 };
 
 /// Columns per scale group, shared by the activations and every integer weight format.
@@ -74,6 +68,8 @@ impl CodeRange {
     }
 }
 
+use crate::cpu::Kernels;
+
 /// One decoded weight panel: `nrows` rows of int8 codes (`codes[r·ld + c]`) and per (row, group)
 /// scales and offsets (`scales[r·gs + g]`, `offsets[r·gs + g]`; offsets only for formats with
 /// [`Int8Weights::has_offsets`]) and code sums (`sums[r·gs + g]`, only for formats with
@@ -106,9 +102,11 @@ pub trait Int8Weights: Sync {
     }
     /// Decodes rows `row0..row0 + nrows`, columns `col0..col0 + ncols` (`col0` a multiple of
     /// [`GROUP`]) into `panel`: codes at `panel.codes[r·ld + (c − col0)]`, and for each of the
-    /// `ncols.div_ceil(GROUP)` groups its scale (and offset, and code sum) at `[r·gs + g]`.
+    /// `ncols.div_ceil(GROUP)` groups its scale (and offset, and code sum) at `[r·gs + g]`,
+    /// with the decoders of the kernel table `k`.
     fn decode_int8(
         &self,
+        k: &Kernels,
         row0: usize,
         nrows: usize,
         col0: usize,

@@ -7,8 +7,8 @@
 use super::decode::{self, PLANE_BYTES};
 use super::formats::bf16_at;
 use super::{CodeRange, Int8Panel, Int8Weights, GROUP};
+use crate::cpu::Kernels;
 use crate::formats::ternary::{TernaryView, TRITS_PER_BYTE};
-use crate::isa::Isa;
 use clef_formats::ternary::DECODE_TABLE;
 use rayon::prelude::*;
 
@@ -123,6 +123,7 @@ impl Int8Weights for TernaryInt8<'_> {
 
     fn decode_int8(
         &self,
+        k: &Kernels,
         row0: usize,
         nrows: usize,
         col0: usize,
@@ -140,13 +141,12 @@ impl Int8Weights for TernaryInt8<'_> {
         assert!(panel.ld >= ng * GROUP && panel.codes.len() >= (nrows - 1) * panel.ld + ng * GROUP);
         assert!(panel.gs >= ng && panel.scales.len() >= (nrows - 1) * panel.gs + ng);
         assert!(panel.sums.len() >= (nrows - 1) * panel.gs + ng);
-        let isa = Isa::detect();
         let row_len = p.groups * PLANE_BYTES;
         for r in 0..nrows {
             let src = &p.bytes[(row0 + r) * row_len + g0 * PLANE_BYTES..];
             let out = &mut panel.codes[r * panel.ld..r * panel.ld + ng * GROUP];
             let sums = &mut panel.sums[r * panel.gs..r * panel.gs + ng];
-            decode::planes(isa, src, out, sums);
+            decode::planes(k, src, out, sums);
             let scales = self.view.row_scales(row0 + r);
             for g in 0..ng {
                 panel.scales[r * panel.gs + g] = bf16_at(scales, g0 + g);

@@ -1,4 +1,5 @@
-//! The integer micro-kernel contract, its per-ISA selection and the portable tile.
+//! The integer micro-kernel contract and the portable tile (the others are in
+//! `crate::x86::int8_tiles`; the kernel table picks one per code range).
 //!
 //! A tile computes `C[MR × MP]` for `MR` weight rows (the broadcast operand, int8 codes in a
 //! row-major panel of stride [`KC`]) and `MP` activation rows (the vector operand, packed as
@@ -7,7 +8,7 @@
 //! scales as it ends (module docs of [`super`]). Unsigned tiles read the activations as
 //! `qx + bias` bytes and undo the bias with `−bias · Σ qw` per (row, group).
 
-use super::{CodeRange, Int8Isa, GROUP};
+use super::GROUP;
 
 /// Columns of one k-block of the integer product (8 groups; a block of 16 × 12 weight rows is
 /// 96 KiB of codes, which stays in L2).
@@ -41,100 +42,30 @@ pub(crate) struct TileArgs {
 
 pub(crate) type TileFn = unsafe fn(&TileArgs);
 
-/// A tile implementation with its shape. Only constructible for an available ISA.
+/// A tile implementation with its shape, as the kernel table holds it (only tiles this CPU
+/// runs).
 #[derive(Clone, Copy)]
 pub(crate) struct Int8Tile {
     pub mr: usize,
     pub mp: usize,
     /// Activations are packed as `qx + x_bias` (u8; 0: signed `qx` as i8).
     pub x_bias: i32,
-    pub isa: Int8Isa,
-    plain: TileFn,
-    affine: TileFn,
+    pub plain: TileFn,
+    pub affine: TileFn,
+}
+
+/// The portable tile (the kernel table's default for every code range).
+pub(crate) fn portable_tile() -> Int8Tile {
+    Int8Tile {
+        mr: portable::MR,
+        mp: portable::MP,
+        x_bias: 0,
+        plain: portable::tile::<false>,
+        affine: portable::tile::<true>,
+    }
 }
 
 impl Int8Tile {
-    /// The tile for `isa` and codes in `range`, or `None` when this CPU lacks `isa`.
-    pub(crate) fn for_isa(isa: Int8Isa, range: CodeRange) -> Option<Int8Tile> {
-        if !isa.is_available() {
-            return None;
-        }
-        let tile = match isa {
-            #[cfg(target_arch = "x86_64")]
-            Int8Isa::Avx512Vnni => {
-                use super::tile_vnni::zmm as t;
-                Int8Tile {
-                    mr: t::MR,
-                    mp: t::MP,
-                    x_bias: 128,
-                    isa,
-                    plain: t::tile::<false>,
-                    affine: t::tile::<true>,
-                }
-            }
-            #[cfg(target_arch = "x86_64")]
-            Int8Isa::AvxVnni => {
-                use super::tile_vnni::ymm as t;
-                Int8Tile {
-                    mr: t::MR,
-                    mp: t::MP,
-                    x_bias: 128,
-                    isa,
-                    plain: t::tile::<false>,
-                    affine: t::tile::<true>,
-                }
-            }
-            #[cfg(target_arch = "x86_64")]
-            Int8Isa::Avx2 if range == CodeRange::Ternary => {
-                use super::tile_avx2::bytes as t;
-                const MR: usize = 6;
-                Int8Tile {
-                    mr: MR,
-                    mp: t::MP,
-                    x_bias: 128,
-                    isa,
-                    plain: t::tile::<MR, false, false>,
-                    affine: t::tile::<MR, false, true>,
-                }
-            }
-            #[cfg(target_arch = "x86_64")]
-            Int8Isa::Avx2 if range == CodeRange::Nibble => {
-                use super::tile_avx2::nibbles as t;
-                Int8Tile {
-                    mr: t::MR,
-                    mp: t::MP,
-                    x_bias: 128,
-                    isa,
-                    plain: t::tile::<false>,
-                    affine: t::tile::<true>,
-                }
-            }
-            #[cfg(target_arch = "x86_64")]
-            Int8Isa::Avx2 => {
-                use super::tile_avx2::bytes as t;
-                const MR: usize = 5;
-                Int8Tile {
-                    mr: MR,
-                    mp: t::MP,
-                    // 7-bit activations (`CodeRange::activation_bits`): `qx + 64` ≤ 127.
-                    x_bias: 64,
-                    isa,
-                    plain: t::tile::<MR, true, false>,
-                    affine: t::tile::<MR, true, true>,
-                }
-            }
-            _ => Int8Tile {
-                mr: portable::MR,
-                mp: portable::MP,
-                x_bias: 0,
-                isa: Int8Isa::Portable,
-                plain: portable::tile::<false>,
-                affine: portable::tile::<true>,
-            },
-        };
-        Some(tile)
-    }
-
     /// Runs one tile.
     ///
     /// # Safety

@@ -6,9 +6,7 @@ pub mod mse;
 pub mod norm;
 mod score;
 #[cfg(target_arch = "x86_64")]
-mod score_avx2;
-#[cfg(target_arch = "x86_64")]
-mod score_avx512;
+mod x86;
 
 use half::bf16;
 

@@ -3,15 +3,16 @@
 //! The search evaluates it for up to 80 candidates per group of 64 weights, so it is nearly all
 //! of a round-to-nearest conversion's time (84% in a profile of the Clef-Flash slice). The
 //! scalar loop below does not vectorize (the integer division by 5 and the table lookup of the
-//! power stay scalar), so x86-64 runs [`super::score_avx2`] or [`super::score_avx512`], which
-//! compute the same operations lane by lane, in the same order and without fused
-//! multiply-adds: every path gives bit-identical scores (property test), so the search's
-//! choices, and the converted bytes, do not depend on the machine. The path is the kernels'
-//! instruction-set choice ([`Isa::detect`], lowered by `CLEF_ISA`).
+//! power stay scalar), so x86-64 runs the AVX2 or AVX-512 form ([`super::x86`]), which compute
+//! the same operations lane by lane, in the same order and without fused multiply-adds: every
+//! path gives bit-identical scores (property test), so the search's choices, and the converted
+//! bytes, do not depend on the machine. The kernel table chooses the form
+//! ([`Kernels::pick`], lowered by `CLEF_ISA`).
 
 use std::sync::OnceLock;
 
-use clef_kernels::Isa;
+use clef_kernels::cpu::VectorChoices;
+use clef_kernels::Kernels;
 
 use super::norm::pow_norm;
 use super::GroupParams;
@@ -37,8 +38,8 @@ pub(crate) fn lane_sum(lanes: &[f32; LANES]) -> f64 {
     lanes.iter().map(|&l| f64::from(l)).sum()
 }
 
-/// The score on the path this process runs ([`Isa::detect`]), or `None` as soon as a partial
-/// sum exceeds `bound`.
+/// The score on the path this process runs ([`Kernels::detected`]), or `None` as soon as a
+/// partial sum exceeds `bound`.
 ///
 /// Every term is ≥ 0 and f32 and f64 additions are monotone, so the partial lane sums at a
 /// look are ≤ the final lanes and the partial score ≤ the final score: `None` means the score
@@ -48,33 +49,36 @@ pub(crate) fn score_below(group: &[f32], params: &GroupParams, bound: f64) -> Op
     // the path is chosen once: the search calls this up to 80 times per group of 64 weights,
     // and the checks cost 2% of a conversion when they ran per call
     static PATH: OnceLock<ScoreFn> = OnceLock::new();
-    PATH.get_or_init(|| path(Isa::detect()))(group, params, bound)
+    let path = *PATH.get_or_init(|| path(Kernels::detected()));
+    // SAFETY: the kernel table chose the path for this CPU (`Kernels::pick`).
+    unsafe { path(group, params, bound) }
 }
 
-/// A score path: the group, its parameters and the bound ([`score_below`]).
-type ScoreFn = fn(&[f32], &GroupParams, f64) -> Option<f64>;
+/// A score path: the group, its parameters and the bound ([`score_below`]); the vector paths
+/// need their CPU features.
+type ScoreFn = unsafe fn(&[f32], &GroupParams, f64) -> Option<f64>;
 
-/// [`score_below`] on the path of `isa` (the scalar twin where the CPU lacks it).
+/// [`score_below`] on the path of the kernel table `k`.
 #[cfg(test)]
-pub(crate) fn score_with(isa: Isa, group: &[f32], params: &GroupParams, bound: f64) -> Option<f64> {
-    path(isa)(group, params, bound)
+pub(crate) fn score_with(
+    k: &Kernels,
+    group: &[f32],
+    params: &GroupParams,
+    bound: f64,
+) -> Option<f64> {
+    // SAFETY: as in `score_below`.
+    unsafe { path(k)(group, params, bound) }
 }
 
-/// The path of `isa`, or the scalar twin where the CPU lacks it.
-fn path(isa: Isa) -> ScoreFn {
-    match isa {
+/// The path the kernel table `k` picks.
+fn path(k: &Kernels) -> ScoreFn {
+    k.pick(&VectorChoices {
+        portable: score_scalar,
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: AVX-512F is available (checked in the guard before the path is handed out).
-        Isa::Avx512 if isa.is_available() => {
-            |g, p, b| unsafe { super::score_avx512::score(g, p, b) }
-        }
+        avx2: super::x86::score_avx2::score,
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: AVX2 is available (checked in the guard before the path is handed out).
-        Isa::Avx2 | Isa::Avx512 if Isa::Avx2.is_available() => {
-            |g, p, b| unsafe { super::score_avx2::score(g, p, b) }
-        }
-        _ => score_scalar,
-    }
+        avx512: super::x86::score_avx512::score,
+    })
 }
 
 /// |Q(w) − w| for one weight, the error whose power is summed.
@@ -157,9 +161,9 @@ mod tests {
             p in params(),
         ) {
             let want = score_scalar(&group, &p, f64::INFINITY).unwrap();
-            for isa in Isa::available() {
-                let got = score_with(isa, &group, &p, f64::INFINITY).unwrap();
-                prop_assert_eq!(got.to_bits(), want.to_bits(), "{:?}: {} vs {}", isa, got, want);
+            for kt in Kernels::available() {
+                let got = score_with(kt, &group, &p, f64::INFINITY).unwrap();
+                prop_assert_eq!(got.to_bits(), want.to_bits(), "{:?}: {} vs {}", kt, got, want);
             }
         }
 
@@ -177,11 +181,11 @@ mod tests {
                 GroupParams::Ternary(TernaryParams::from_max_abs(m, p)),
                 GroupParams::Affine4(Affine4Params::from_range(lo, hi, p)),
             ] {
-                for isa in Isa::available() {
+                for kt in Kernels::available() {
                     prop_assert_eq!(
-                        score_with(isa, &group, &c, f64::INFINITY).map(f64::to_bits),
+                        score_with(kt, &group, &c, f64::INFINITY).map(f64::to_bits),
                         score_scalar(&group, &c, f64::INFINITY).map(f64::to_bits),
-                        "{:?}", isa
+                        "{:?}", kt
                     );
                 }
             }
@@ -206,11 +210,11 @@ mod tests {
                 None => prop_assert!(whole > bound),
                 Some(s) => prop_assert_eq!(s.to_bits(), whole.to_bits()),
             }
-            for isa in Isa::available() {
+            for kt in Kernels::available() {
                 prop_assert_eq!(
-                    score_with(isa, &group, &p, bound).map(f64::to_bits),
+                    score_with(kt, &group, &p, bound).map(f64::to_bits),
                     want.map(f64::to_bits),
-                    "{:?}", isa
+                    "{:?}", kt
                 );
             }
         }
@@ -225,12 +229,12 @@ mod tests {
         // whole score too (the second half adds nothing)
         let half = 32.0 * f64::from(pow_norm(1.0));
         assert!((half - 32.0).abs() < 1e-4, "{half}");
-        for isa in Isa::available() {
-            assert_eq!(score_with(isa, &group, &zero_scale, 31.0), None, "{isa:?}");
+        for kt in Kernels::available() {
+            assert_eq!(score_with(kt, &group, &zero_scale, 31.0), None, "{kt:?}");
             assert_eq!(
-                score_with(isa, &group, &zero_scale, half),
+                score_with(kt, &group, &zero_scale, half),
                 Some(half),
-                "{isa:?}"
+                "{kt:?}"
             );
         }
     }
@@ -238,6 +242,9 @@ mod tests {
     /// The tests above exercise the SIMD paths this CPU has; say which.
     #[test]
     fn reports_which_paths_ran() {
-        eprintln!("range-search score paths compared: {:?}", Isa::available());
+        eprintln!(
+            "range-search score paths compared: {:?}",
+            Kernels::available()
+        );
     }
 }

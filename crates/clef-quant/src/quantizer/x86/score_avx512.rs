@@ -1,20 +1,20 @@
 //! AVX-512 path of the range search's score: sixteen weights (two of the scalar path's
-//! eight-lane chunks) through the quantizer and [`super::norm::pow_norm`] at a time, the same
+//! eight-lane chunks) through the quantizer and [`crate::quantizer::norm::pow_norm`] at a time, the same
 //! operations as the scalar twin lane by lane. The powers of the two chunks are added into the
 //! eight-lane accumulator one chunk after the other, the scalar order, so the score is
-//! bit-identical to [`super::score::score_scalar`].
+//! bit-identical to [`crate::quantizer::score::score_scalar`].
 
 use std::arch::x86_64::*;
 
-use super::norm::{padded, BINOMIALS};
-use super::score::{lane_sum, looks_before, tail_sum, LANES};
 use super::score_avx2::lanes_of;
-use super::GroupParams;
+use crate::quantizer::norm::{padded, BINOMIALS};
+use crate::quantizer::score::{lane_sum, looks_before, tail_sum, LANES};
+use crate::quantizer::GroupParams;
 
 /// `norm`'s tables, padded to a register for the lane-wise lookups.
-const FIFTHS: [f32; 16] = padded(super::norm::FIFTHS);
-const RECIPROCALS: [f32; 16] = padded(super::norm::RECIPROCALS);
-const POWERS: [f32; 16] = padded(super::norm::POWERS);
+const FIFTHS: [f32; 16] = padded(crate::quantizer::norm::FIFTHS);
+const RECIPROCALS: [f32; 16] = padded(crate::quantizer::norm::RECIPROCALS);
+const POWERS: [f32; 16] = padded(crate::quantizer::norm::POWERS);
 
 /// The per-weight error of one group's parameters, sixteen lanes at a time.
 #[derive(Clone, Copy)]
@@ -24,7 +24,7 @@ enum Quantizer {
 }
 
 /// Σ |Q(w) − w|^2.4 with the scalar path's lane order, looks and tail
-/// ([`super::score::score_below`]).
+/// ([`crate::quantizer::score::score_below`]).
 ///
 /// # Safety
 /// The CPU must support AVX-512F (which implies AVX2).

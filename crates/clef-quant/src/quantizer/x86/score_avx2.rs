@@ -1,19 +1,19 @@
 //! AVX2 path of the range search's score: eight weights at a time through the quantizer and
-//! [`super::norm::pow_norm`], each operation the scalar one lane by lane (multiplies and adds
+//! [`crate::quantizer::norm::pow_norm`], each operation the scalar one lane by lane (multiplies and adds
 //! kept separate, divisions and comparisons as IEEE defines them), so the lanes hold the
-//! scalar twin's values bit for bit ([`super::score::score_scalar`]).
+//! scalar twin's values bit for bit ([`crate::quantizer::score::score_scalar`]).
 
 use std::arch::x86_64::*;
 
-use super::norm::{padded, BINOMIALS, POWERS, RECIPROCALS};
-use super::score::{lane_sum, looks_before, tail_sum, LANES};
-use super::GroupParams;
+use crate::quantizer::norm::{padded, BINOMIALS, POWERS, RECIPROCALS};
+use crate::quantizer::score::{lane_sum, looks_before, tail_sum, LANES};
+use crate::quantizer::GroupParams;
 
 /// `norm::FIFTHS`, padded to a register for the lane-wise lookup.
-const FIFTHS: [f32; 8] = padded(super::norm::FIFTHS);
+const FIFTHS: [f32; 8] = padded(crate::quantizer::norm::FIFTHS);
 
 /// Σ |Q(w) − w|^2.4 with the scalar path's lane order, looks and tail
-/// ([`super::score::score_below`]).
+/// ([`crate::quantizer::score::score_below`]).
 ///
 /// # Safety
 /// The CPU must support AVX2.

@@ -1,0 +1,197 @@
+//! x86-64: feature detection, the `CLEF_ISA` levels, and the kernel table's x86 entries.
+//!
+//! Every `#[target_feature]` function of the crate is in this module's files, and [`install`]
+//! is the only code that reads a feature set to choose among them.
+
+pub(crate) mod compiled;
+pub(crate) mod decode;
+pub(crate) mod f32_tile;
+pub(crate) mod int8;
+pub(crate) mod int8_tiles;
+pub(crate) mod lowrank;
+pub(crate) mod peak;
+pub(crate) mod ternary;
+
+use crate::cpu::table::Vector;
+use crate::cpu::{Family, Feature, Features, Kernels, Level};
+use std::arch::x86_64::{__cpuid, __cpuid_count, _xgetbv};
+
+/// The x86-64 features of [`Feature`] that have code here or are reported by `clef bench`.
+const X86: Features = Features::of(&[
+    Feature::Avx2,
+    Feature::Avx512F,
+    Feature::Avx512Bw,
+    Feature::Avx512Vl,
+    Feature::Avx512Vbmi,
+    Feature::Avx512Vnni,
+    Feature::AvxVnni,
+    Feature::Avx512Bf16,
+    Feature::AmxTile,
+    Feature::AmxInt8,
+    Feature::AmxBf16,
+]);
+
+const AMX: Features = Features::of(&[Feature::AmxTile, Feature::AmxInt8, Feature::AmxBf16]);
+
+/// The `CLEF_ISA` levels: what an AVX2-only machine runs, one with AVX-VNNI but no AVX-512
+/// (Intel client cores), and every AVX-512 extension (the AMX tiles are not used yet, so no
+/// level allows them).
+pub(crate) const LEVELS: &[Level] = &[
+    Level {
+        name: "scalar",
+        requires: Features::NONE,
+        allows: Features::NONE,
+    },
+    Level {
+        name: "avx2",
+        requires: Features::of(&[Feature::Avx2]),
+        allows: Features::of(&[Feature::Avx2]),
+    },
+    Level {
+        name: "avxvnni",
+        requires: Features::of(&[Feature::Avx2, Feature::AvxVnni]),
+        allows: Features::of(&[Feature::Avx2, Feature::AvxVnni]),
+    },
+    Level {
+        name: "avx512",
+        requires: Features::of(&[Feature::Avx2, Feature::Avx512F]),
+        allows: X86.without(AMX),
+    },
+];
+
+/// The features this CPU (and its operating system) supports.
+pub(crate) fn detect() -> Features {
+    let mut found = Features::NONE;
+    let mut add = |present: bool, f: Feature| {
+        if present {
+            found = found.or(Features::of(&[f]));
+        }
+    };
+    add(
+        is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma")
+            && is_x86_feature_detected!("f16c"),
+        Feature::Avx2,
+    );
+    add(is_x86_feature_detected!("avx512f"), Feature::Avx512F);
+    add(is_x86_feature_detected!("avx512bw"), Feature::Avx512Bw);
+    add(is_x86_feature_detected!("avx512vl"), Feature::Avx512Vl);
+    add(is_x86_feature_detected!("avx512vbmi"), Feature::Avx512Vbmi);
+    add(is_x86_feature_detected!("avx512vnni"), Feature::Avx512Vnni);
+    add(is_x86_feature_detected!("avxvnni"), Feature::AvxVnni);
+    add(is_x86_feature_detected!("avx512bf16"), Feature::Avx512Bf16);
+    found.or(amx())
+}
+
+/// The AMX features, from CPUID leaf 7 and XCR0 (the standard library's detection of them is
+/// not stable): the CPU must have them and the OS must save the tile state.
+fn amx() -> Features {
+    // SAFETY: CPUID is available on every x86-64 CPU. (`__cpuid` is safe from Rust 1.90 on and
+    // unsafe before; the workspace supports 1.89.)
+    #[allow(unused_unsafe)]
+    let leaf1 = unsafe { __cpuid(1) };
+    if leaf1.ecx & (1 << 27) == 0 {
+        return Features::NONE; // no OSXSAVE: XCR0 cannot be read
+    }
+    /// # Safety
+    /// XSAVE must be available (OSXSAVE checked by the caller).
+    #[target_feature(enable = "xsave")]
+    unsafe fn xcr0() -> u64 {
+        _xgetbv(0)
+    }
+    // SAFETY: OSXSAVE checked above.
+    let xcr0 = unsafe { xcr0() };
+    const TILECFG_AND_DATA: u64 = (1 << 17) | (1 << 18);
+    if xcr0 & TILECFG_AND_DATA != TILECFG_AND_DATA {
+        return Features::NONE;
+    }
+    // SAFETY: as above.
+    #[allow(unused_unsafe)]
+    let edx = unsafe { __cpuid_count(7, 0) }.edx;
+    let mut found = Vec::new();
+    for (bit, f) in [
+        (24, Feature::AmxTile),
+        (25, Feature::AmxInt8),
+        (22, Feature::AmxBf16),
+    ] {
+        if edx & (1 << bit) != 0 {
+            found.push(f);
+        }
+    }
+    Features::of(&found)
+}
+
+/// Replaces the portable entries of `k` with the x86 code that `f` allows: the one place that
+/// reads a feature set to choose a kernel.
+pub(crate) fn install(k: &mut Kernels, f: Features) {
+    use Feature::*;
+    let has = |list: &[Feature]| f.has_all(Features::of(list));
+    if has(&[Avx2]) {
+        let c = &compiled::AVX2;
+        k.vector = Vector::Avx2;
+        k.f32_tile = f32_tile::avx2();
+        k.transpose = f32_tile::transpose_avx2;
+        k.widen_bf16 = decode::bf16_avx2;
+        k.widen_f16 = decode::f16_avx2;
+        k.q8_row = decode::q8_avx2;
+        k.ternary_panel = ternary::panel_avx2;
+        k.lut6_run = decode::lut6_avx2;
+        k.affine4_run = decode::affine4_avx2;
+        k.group_sums = int8::group_sums_avx2;
+        k.nibbles = int8::nibbles_avx2;
+        k.planes = int8::planes_avx2;
+        k.quantize_group = int8::quantize_group_avx2;
+        (k.int8_ternary, k.int8_nibble, k.int8_byte) = int8::avx2_tiles();
+        c.install(k);
+        k.rotate_row = compiled::rotate_row_avx2;
+        k.project = lowrank::project_avx2;
+        k.expand = lowrank::expand_avx2;
+        k.expand_row = Some(lowrank::expand_row_avx2);
+        k.fma_peak = peak::fma_avx2;
+        k.int8_peak = peak::int8_avx2;
+        for family in [
+            Family::WeightDecode,
+            Family::Quantize,
+            Family::LowRank,
+            Family::Rotation,
+        ] {
+            k.set_name(family, "avx2");
+        }
+        k.set_name(Family::F32Tile, "avx2 6x16");
+        k.set_name(Family::Int8Tile, "avx2");
+    }
+    if has(&[Avx2, AvxVnni]) {
+        let t = int8::avxvnni_tile();
+        (k.int8_ternary, k.int8_nibble, k.int8_byte) = (t, t, t);
+        k.int8_peak = peak::int8_avxvnni;
+        k.set_name(Family::Int8Tile, "avxvnni");
+    }
+    if has(&[Avx2, Avx512F]) {
+        let c = &compiled::AVX512;
+        k.vector = Vector::Avx512;
+        k.f32_tile = f32_tile::avx512();
+        k.widen_bf16 = decode::bf16_avx512;
+        k.widen_f16 = decode::f16_avx512;
+        k.q8_row = decode::q8_avx512;
+        k.lut6_run = decode::lut6_avx512;
+        k.affine4_run = decode::affine4_avx512;
+        c.install(k);
+        k.project = lowrank::project_avx512;
+        k.expand = lowrank::expand_avx512;
+        k.expand_row = Some(lowrank::expand_row_avx512);
+        k.fma_peak = peak::fma_avx512;
+        k.set_name(Family::F32Tile, "avx512 12x32");
+        k.set_name(Family::WeightDecode, "avx512");
+        k.set_name(Family::LowRank, "avx512");
+    }
+    if has(&[Avx2, Avx512F, Avx512Bw, Avx512Vbmi]) {
+        k.ternary_panel = ternary::panel_vbmi;
+        k.set_name(Family::WeightDecode, "avx512 (ternary: vbmi)");
+    }
+    if has(&[Avx2, Avx512F, Avx512Bw, Avx512Vnni]) {
+        let t = int8::avx512vnni_tile();
+        (k.int8_ternary, k.int8_nibble, k.int8_byte) = (t, t, t);
+        k.int8_peak = peak::int8_avx512vnni;
+        k.set_name(Family::Int8Tile, "avx512vnni");
+    }
+}
