@@ -22,8 +22,6 @@ pub(crate) const LANES: usize = 16;
 /// Input columns per block of `t = x Aᵀ`: 16 adapter rows × 1024 × 4 bytes stay in L2 and one
 /// x row in L1 while every output of the block is accumulated.
 pub(crate) const COL_BLOCK: usize = 1024;
-/// Output columns per block of `y += t Bᵀ` (16 × 256 × 4 bytes of Bᵀ in L1).
-pub(crate) const ROW_BLOCK: usize = 256;
 /// Rows of x per parallel work item.
 const ROWS_PER_TASK: usize = 8;
 /// Largest rank whose B row the vector paths of [`LowRankF32::expand_transposed`] hold on the

@@ -26,6 +26,8 @@ pub(crate) struct TileArgs {
     /// `[a·gs + g]`.
     pub wscale: *const f32,
     pub woff: *const f32,
+    /// (Read by the unsigned tiles only, which only x86 has so far.)
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     pub wcorr: *const i32,
     pub gs: usize,
     /// Packed activation codes (see the module docs), `qx + bias` for unsigned tiles.

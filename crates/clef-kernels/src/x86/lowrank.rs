@@ -1,8 +1,12 @@
 //! The low-rank adapters' products (`crate::formats::lowrank`) with explicit vector registers:
 //! every lane performs the same fused multiply-adds in the same order as the portable code, so
 //! the results are identical; the registers only let several independent chains run at once.
-use crate::formats::lowrank::{reduce, COL_BLOCK, LANES, ROW_BLOCK};
+
+use crate::formats::lowrank::{reduce, COL_BLOCK, LANES};
 use std::arch::x86_64::*;
+
+/// Output columns per block of `y += t Bᵀ` (16 × 256 × 4 bytes of Bᵀ in L1).
+const ROW_BLOCK: usize = 256;
 
 /// `t` for the rows of `x`; see `crate::formats::lowrank::project`. Register block: 4 rows of x × 4 rows of
 /// A (16 accumulators), so each loaded piece of A serves four rows and each piece of x four

@@ -49,6 +49,7 @@ pub(crate) const BINOMIALS: [f32; 4] = [2.4, 1.68, 0.224, -0.0336];
 
 /// A table padded with 1.0 to a register's `N` lanes, for the SIMD paths' lane-wise lookups
 /// (every index stays inside the table).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // the vector paths' tables
 pub(crate) const fn padded<const N: usize, const M: usize>(table: [f32; M]) -> [f32; N] {
     let mut t = [1.0f32; N];
     let mut i = 0;
