@@ -5,8 +5,9 @@
 //!
 //! `cargo run --release -p clef-convert --example ternary_speed -- [reps] [threads]`
 
-use clef_model::linear::{Linear, LowRank};
+use clef_model::linear::Linear;
 use clef_model::tensor::{Dtype, Tensor};
+use clef_model::weights::{Affine4, LowRank, Ternary, WithLowRank};
 use std::time::Instant;
 
 mod common;
@@ -49,23 +50,16 @@ fn main() {
             eprintln!("adapter construction failed");
             return;
         };
+        let trits = Tensor::owned("t", Dtype::U8, vec![rows, cols.div_ceil(5)], trits);
+        let q4 = Tensor::owned("q", Dtype::U8, vec![rows, cols / 2], q4);
         let lin = [
             Linear::dense(dense, None, rows, cols),
-            Linear::ternary(
-                Tensor::owned("t", Dtype::U8, vec![rows, cols.div_ceil(5)], trits),
-                scales.clone(),
-                Some(a1),
-                rows,
-                cols,
-            ),
-            Linear::affine4(
-                Tensor::owned("q", Dtype::U8, vec![rows, cols / 2], q4),
-                scales.clone(),
-                scales,
-                Some(a2),
-                rows,
-                cols,
-            ),
+            Ternary::new(trits, scales.clone(), rows, cols)
+                .and_then(|t| WithLowRank::maybe(t, Some(a1)))
+                .and_then(|w| Linear::new(w, None)),
+            Affine4::new(q4, scales.clone(), scales, rows, cols)
+                .and_then(|a| WithLowRank::maybe(a, Some(a2)))
+                .and_then(|w| Linear::new(w, None)),
         ];
         let lin: Vec<Linear> = match lin.into_iter().collect() {
             Ok(l) => l,

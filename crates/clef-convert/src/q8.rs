@@ -17,8 +17,9 @@ use crate::progress::Progress;
 use crate::release::Release;
 use crate::ternary::plan::{Role, SourceTensor};
 use clef_formats::q8::{self, quantize_row, row_groups, GROUP};
+use clef_formats::rotation;
 use clef_formats::BundleFormat;
-use clef_kernels::{rotate_groups, Kernels, PanelDecode, ROTATION_GROUP};
+use clef_kernels::{Kernels, PanelDecode};
 use clef_model::bundle::BundleWriter;
 use clef_model::checkpoint::writer::{write_safetensors, TensorSpec};
 use clef_model::tensor::{Dtype, Tensor};
@@ -35,22 +36,17 @@ pub const FORMAT: BundleFormat = BundleFormat::Q8;
 const BLOCK_VALUES: usize = 4 << 20;
 
 // The rotation works on the scale groups: one Hadamard block per group of codes.
-const _: () = assert!(ROTATION_GROUP == GROUP);
+const _: () = assert!(rotation::GROUP == GROUP);
 
 /// Whether the release tensor `name` is a linear weight this format quantizes.
 pub fn is_quantized(name: &str) -> bool {
     matches!(Role::of(name), Role::Ternary | Role::Affine4Linear)
 }
 
-/// Whether the quantized linear `name` is stored on rotated inputs (`<p>.q8h`): DeltaNet's
-/// `out_proj` (its input is the gated RMSNorm, times SiLU(z)) and the MLP's `down_proj` (SiLU(gate)
-/// times up). On the trained nano model a group of their inputs is often a single spike
-/// (max/rms at the bound 8), and int8 codes per group lost 2.5x more of them than of any other
-/// linear's inputs (docs/performance.md, "Rotated inputs").
+/// Whether the quantized linear `name` is stored on rotated inputs (`<p>.q8h`): one of the
+/// format's [`q8::ROTATED_LINEARS`].
 pub fn rotates_inputs(name: &str) -> bool {
-    is_quantized(name)
-        && (name.ends_with(".linear_attn.out_proj.weight")
-            || name.ends_with(".mlp.down_proj.weight"))
+    is_quantized(name) && q8::rotates_inputs(crate::ternary::plan::prefix(name))
 }
 
 /// What one stored tensor of the bundle is made of.
@@ -146,7 +142,7 @@ fn quantize_tensor(
     scales: &mut Vec<u8>,
 ) -> Result<()> {
     let view = t.matrix()?;
-    let (rows, cols) = (view.rows, view.cols);
+    let (rows, cols) = (view.rows(), view.cols());
     let groups = row_groups(cols);
     let block = (BLOCK_VALUES / cols).clamp(1, rows);
     let mut w = vec![0.0f32; block * cols];
@@ -161,14 +157,21 @@ fn quantize_tensor(
         let n = block.min(rows - r0);
         // bf16/f16/f32 → f32 is exact: the quantizer sees the release's values
         view.decode_panel(kernels, r0, n, 0, cols, &mut w, cols);
-        if rotate {
-            rotate_groups(&mut w[..n * cols], n, cols);
-        }
         let results: Vec<_> = w[..n * cols]
             .par_chunks(cols)
             .zip(codes.par_chunks_mut(cols))
             .zip(bits.par_chunks_mut(groups))
-            .map(|((w, q), s)| quantize_row(w, q, s))
+            .map(|((w, q), s)| {
+                if rotate {
+                    // the codes are of W·H: each row rotated group by group, as the format
+                    // defines it
+                    let mut rotated = vec![0.0f32; w.len()];
+                    rotation::rotate_row(w, &mut rotated);
+                    quantize_row(&rotated, q, s)
+                } else {
+                    quantize_row(w, q, s)
+                }
+            })
             .collect();
         if let Some((r, e)) = results
             .into_iter()

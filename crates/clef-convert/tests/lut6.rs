@@ -307,10 +307,12 @@ fn lut6_runtime_equals_dense_dequantized_weights_and_fp16_mode_runs() {
             .max_image_pixels,
         1_000_000
     );
-    assert!(matches!(
-        &lut.model.backbone.layers[0].mlp.gate.weight,
-        clef_model::linear::LinearWeight::Lut6(_)
-    ));
+    assert_eq!(
+        lut.model.backbone.layers[0].mlp.gate.storage(),
+        Some(clef_model::weights::Storage::plain(
+            clef_formats::lut6::NAME
+        ))
+    );
 
     let bodies = golden_requests(
         "tiny-a",

@@ -11,16 +11,25 @@ use clef_convert::q8::{convert_q8, is_quantized, rotates_inputs, FORMAT};
 use clef_engine::{Engine, EngineConfig};
 use clef_formats::{q8, BundleFormat};
 use clef_kernels::formats::q8::Q8View;
-use clef_kernels::rotate_groups;
 use clef_model::bundle::Manifest;
 use clef_model::checkpoint::writer::{write_safetensors, TensorSpec};
 use clef_model::checkpoint::{safetensors_file, TensorSet};
-use clef_model::linear::{Linear, LinearWeight};
+use clef_model::linear::Linear;
 use clef_model::tensor::{Dtype, Tensor};
+use clef_model::weights::{Storage, Q8};
+use clef_model::LinearId;
 use clef_model::{MatmulMode, Model};
 use common::{compare, decide, golden_requests, model_dir, Fidelity};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+
+/// The rows of `x` (`[m × k]`) rotated in place, as the format defines the rotation.
+fn rotate_groups(x: &mut [f32], m: usize, k: usize) {
+    for row in x.chunks_exact_mut(k).take(m) {
+        let src = row.to_vec();
+        clef_formats::rotation::rotate_row(&src, row);
+    }
+}
 
 fn tensors(path: &Path) -> Vec<Tensor> {
     safetensors_file::open(path).unwrap().tensors
@@ -174,15 +183,17 @@ fn tiny_a_converts_verifies_loads_and_stays_within_half_a_scale() {
     let clef_model::backbone::Mixer::DeltaNet(d) = &l0.mixer else {
         panic!("layer 0 is DeltaNet")
     };
-    assert!(matches!(d.in_proj_qkv.weight, LinearWeight::Q8(ref w) if !w.rotated));
-    assert!(matches!(d.out_proj.weight, LinearWeight::Q8(ref w) if w.rotated));
-    assert!(matches!(d.in_proj_a.weight, LinearWeight::Dense(_)));
-    assert!(matches!(l0.mlp.up.weight, LinearWeight::Q8(ref w) if !w.rotated));
-    assert!(matches!(l0.mlp.down.weight, LinearWeight::Q8(ref w) if w.rotated));
-    assert!(matches!(
-        model.lm_head,
-        clef_model::rows::RowTable::Dense(_)
-    ));
+    let q8 = Storage::plain(q8::NAME);
+    let q8_rotated = Storage {
+        rotated_inputs: true,
+        ..q8
+    };
+    assert_eq!(d.in_proj_qkv.storage(), Some(q8));
+    assert_eq!(d.out_proj.storage(), Some(q8_rotated));
+    assert!(d.in_proj_a.weight().unwrap().dense().is_some());
+    assert_eq!(l0.mlp.up.storage(), Some(q8));
+    assert_eq!(l0.mlp.down.storage(), Some(q8_rotated));
+    assert!(model.lm_head.weight().dense().is_some());
     drop(model);
 
     // an existing destination needs --force
@@ -300,26 +311,30 @@ fn tiny_a_bundle_computes_exactly_its_dequantized_weights() {
     dequantized_release(&release, &bundle, &dense);
     let (q, d) = (Model::load(&bundle).unwrap(), Model::load(&dense).unwrap());
     assert_eq!(d.format, None);
+    let stored = by_name(tensors(&bundle.join("model.safetensors")));
     let (mut checked, mut rotated) = (0, 0);
     for (layer, (lq, ld)) in q.backbone.layers.iter().zip(&d.backbone.layers).enumerate() {
         for &kind in lq.linear_kinds() {
             let (a, b) = (lq.linear(kind).unwrap(), ld.linear(kind).unwrap());
-            assert!(matches!(b.weight, LinearWeight::Dense(_)));
+            assert!(b.weight().unwrap().dense().is_some());
             let m = 37; // rows of activations: several of the matmul's row blocks, one partial
             let x: Vec<f32> = (0..m * a.cols)
                 .map(|i| ((i * 7919 % 1009) as f32 / 1009.0 - 0.5) * 4.0)
                 .collect();
             let ya = a.apply(&x, m).unwrap();
-            let LinearWeight::Q8(w) = &a.weight else {
+            let Some(storage) = a.storage().filter(|s| s.format == q8::NAME) else {
                 assert_eq!(ya, b.apply(&x, m).unwrap(), "layer {layer} {kind:?}");
                 continue;
             };
             checked += 1;
             let yb = b.apply(&x, m).unwrap();
-            let yr = if w.rotated {
+            let yr = if storage.rotated_inputs {
                 rotated += 1;
                 // the stored codes are of W·H: a dense layer of them, on rotated inputs
-                let v = Q8View::new(a.rows, a.cols, w.codes.bytes(), w.scales.bytes()).unwrap();
+                let prefix = LinearId::new(layer, kind).tensor_prefix();
+                let codes = &stored[&q8::rotated_codes_name(&prefix)];
+                let scales = &stored[&q8::scales_name(&prefix)];
+                let v = Q8View::new(a.rows, a.cols, codes.bytes(), scales.bytes()).unwrap();
                 let t = Tensor::from_f32("wh", vec![a.rows, a.cols], &v.dequantize());
                 let mut xr = x.clone();
                 rotate_groups(&mut xr, m, a.cols);
@@ -533,11 +548,12 @@ fn linear_take_recognises_and_checks_q8_tensors() {
             .collect();
         Tensor::owned(name, Dtype::F16, shape, bytes)
     };
-    let take = |tensors: Vec<Tensor>, bias: bool| {
+    let take_as = |prefix: &str, tensors: Vec<Tensor>, bias: bool| {
         let mut set = TensorSet::from_tensors(tensors).unwrap();
-        let l = Linear::take(&mut set, "p", rows, cols, bias);
+        let l = Linear::take(&mut set, prefix, rows, cols, bias);
         (l, set.finish())
     };
+    let take = |tensors: Vec<Tensor>, bias: bool| take_as("p", tensors, bias);
     let (l, rest) = take(
         vec![
             i8s("p.q8", vec![rows, cols], -3),
@@ -548,8 +564,9 @@ fn linear_take_recognises_and_checks_q8_tensors() {
     );
     let l = l.unwrap();
     rest.unwrap();
-    assert!(matches!(l.weight, LinearWeight::Q8(ref w) if (w.rows, w.cols) == (rows, cols)));
-    assert_eq!(l.weight.name(), "p.q8");
+    assert_eq!(l.storage(), Some(Storage::plain(q8::NAME)));
+    assert_eq!((l.rows, l.cols), (rows, cols));
+    assert_eq!(l.name(), "p.q8");
     // 70 · (0.25 · −3) · 1 + bias
     let y = l.apply(&vec![1.0; cols], 1).unwrap();
     assert_eq!(y, vec![-51.5, -50.5, -49.5]);
@@ -579,38 +596,40 @@ fn linear_take_recognises_and_checks_q8_tensors() {
     ]);
     assert!(e.contains("p.q8") && e.contains("U8"), "{e}");
     // the public constructor checks the same things
-    assert!(Linear::q8(
+    assert!(Q8::new(
         i8s("c", vec![rows, cols], 1),
         f16s("s", vec![rows, 3], 0.5),
-        false,
         rows,
         cols
     )
     .is_err());
-    let l = Linear::q8(
+    let q = Q8::new(
         i8s("c", vec![rows, cols], 1),
         f16s("s", vec![rows, 2], 0.5),
-        false,
         rows,
         cols,
     )
     .unwrap();
+    let l = Linear::new(Box::new(q), None).unwrap();
     assert_eq!(l.apply(&vec![2.0; cols], 1).unwrap(), vec![70.0; rows]);
 
-    // `<p>.q8h`: codes of W·H, the inputs rotated first. Ones rotate to (8, 0, …, 0) in the
-    // whole group and stay ones in the 6 columns past it: 8 · 0.25 · −3 + 6 · 0.25 · −3 = −10.5
+    // `<p>.q8h`: codes of W·H, the inputs rotated first, for the linears the format rotates.
+    // Ones rotate to (8, 0, …, 0) in the whole group and stay ones in the 6 columns past it:
+    // 8 · 0.25 · −3 + 6 · 0.25 · −3 = −10.5
+    let down = "model.language_model.layers.0.mlp.down_proj";
     for matmul in [MatmulMode::Exact, MatmulMode::Int8] {
-        let (l, rest) = take(
+        let (l, rest) = take_as(
+            down,
             vec![
-                i8s("p.q8h", vec![rows, cols], -3),
-                f16s("p.q8_scales", vec![rows, 2], 0.25),
+                i8s(&q8::rotated_codes_name(down), vec![rows, cols], -3),
+                f16s(&q8::scales_name(down), vec![rows, 2], 0.25),
             ],
             false,
         );
         rest.unwrap();
         let l = l.unwrap();
-        assert!(matches!(l.weight, LinearWeight::Q8(ref w) if w.rotated));
-        assert_eq!(l.weight.name(), "p.q8h");
+        assert!(l.storage().unwrap().rotated_inputs);
+        assert_eq!(l.name(), q8::rotated_codes_name(down));
         let mut y = vec![0.0; rows];
         l.forward_mode(matmul, &vec![1.0; cols], 1, &mut y).unwrap();
         // (the int8 product rounds 8 to a 7-bit code and back: within an ulp or so)
@@ -619,11 +638,22 @@ fn linear_take_recognises_and_checks_q8_tensors() {
             "{matmul:?}: {y:?}"
         );
     }
+    let (l, _) = take_as(
+        down,
+        vec![
+            i8s(&q8::rotated_codes_name(down), vec![rows, cols], -128),
+            f16s(&q8::scales_name(down), vec![rows, 2], 0.25),
+        ],
+        false,
+    );
+    let e = l.err().unwrap().to_string();
+    assert!(e.contains("down_proj.q8h: byte 0 is -128"), "{e}");
+    // rotated codes for a linear the format does not rotate are refused, naming both
     let e = err(vec![
-        i8s("p.q8h", vec![rows, cols], -128),
+        i8s("p.q8h", vec![rows, cols], 1),
         f16s("p.q8_scales", vec![rows, 2], 0.25),
     ]);
-    assert!(e.contains("p.q8h: byte 0 is -128"), "{e}");
+    assert!(e.contains("p.q8h") && e.contains("mlp.down_proj"), "{e}");
 }
 
 /// A weight the format cannot store (NaN, or an amax whose scale overflows FP16) fails the

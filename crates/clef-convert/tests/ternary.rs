@@ -9,11 +9,12 @@ use clef_convert::ternary::mlx::{export_mlx, mlx_dequantize, RawFile};
 use clef_convert::ternary::recipe::Recipe;
 use clef_convert::ternary::{convert_ternary, TernaryOptions, FORMAT};
 use clef_engine::{DecideOptions, Engine, EngineConfig};
+use clef_formats::{affine4, ternary};
 use clef_kernels::formats::affine4::Affine4View;
 use clef_kernels::formats::ternary::TernaryView;
 use clef_model::checkpoint::safetensors_file;
-use clef_model::linear::LinearWeight;
 use clef_model::tensor::Tensor;
+use clef_model::weights::Storage;
 use clef_model::Model;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -103,14 +104,13 @@ fn tiny_a_converts_loads_answers_and_exports_to_mlx() {
     let clef_model::backbone::Mixer::DeltaNet(d) = &l0.mixer else {
         panic!("layer 0 is DeltaNet")
     };
-    assert!(matches!(d.in_proj_qkv.weight, LinearWeight::Ternary(ref w) if w.adapter.is_some()));
-    assert!(matches!(d.out_proj.weight, LinearWeight::Affine4(ref w) if w.adapter.is_some()));
-    assert!(matches!(d.in_proj_a.weight, LinearWeight::Dense(_)));
-    assert!(matches!(l0.mlp.down.weight, LinearWeight::Ternary(_)));
-    assert!(matches!(
-        model.lm_head,
-        clef_model::rows::RowTable::Affine4 { .. }
-    ));
+    let qkv = d.in_proj_qkv.storage().unwrap();
+    assert!(qkv.format == ternary::NAME && qkv.adapter_rank > 0, "{qkv}");
+    let out = d.out_proj.storage().unwrap();
+    assert!(out.format == affine4::NAME && out.adapter_rank > 0, "{out}");
+    assert!(d.in_proj_a.weight().unwrap().dense().is_some());
+    assert_eq!(l0.mlp.down.storage().unwrap().format, ternary::NAME);
+    assert_eq!(model.lm_head.storage(), Storage::plain(affine4::NAME));
     drop(model);
 
     // it answers with proper distributions, one per question of the BF16 model's (how close
@@ -478,8 +478,12 @@ fn runtime_seams_recognise_and_check_the_tensors() {
     ]);
     let l = l.unwrap();
     rest.unwrap();
-    assert!(
-        matches!(l.weight, LinearWeight::Ternary(ref w) if w.adapter.as_ref().unwrap().rank == 2)
+    assert_eq!(
+        l.storage(),
+        Some(Storage {
+            adapter_rank: 2,
+            ..Storage::plain(ternary::NAME)
+        })
     );
     let y = l.apply(&vec![1.0; cols], 1).unwrap();
     // B·(A·1) = 0.5 · (0.5 · 70) · 2 = 35
@@ -491,7 +495,7 @@ fn runtime_seams_recognise_and_check_the_tensors() {
         bf16s("p.biases", vec![rows, 2]),
     ]);
     let l = l.unwrap();
-    assert!(matches!(l.weight, LinearWeight::Affine4(ref w) if w.adapter.is_none()));
+    assert_eq!(l.storage(), Some(Storage::plain(affine4::NAME)));
     assert_eq!(l.apply(&vec![1.0; cols], 1).unwrap(), vec![70.0; rows]);
     // refusals
     let bad_byte = take(vec![
@@ -523,7 +527,7 @@ fn runtime_seams_recognise_and_check_the_tensors() {
     assert!(wrong_shape.0.is_err());
     // dense fallback
     let (l, _) = take(vec![bf16s("p.weight", vec![rows, cols])]);
-    assert!(matches!(l.unwrap().weight, LinearWeight::Dense(_)));
+    assert!(l.unwrap().weight().unwrap().dense().is_some());
     // 4-bit row table: row r decodes to scale·q + bias
     let mut set = TensorSet::from_tensors(vec![
         u8s("t.q4", vec![rows, 35], 0x21),

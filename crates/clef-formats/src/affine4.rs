@@ -9,6 +9,9 @@ use crate::rows::{packed_row, unpack_matrix, CodeNames};
 pub use crate::ternary::{adapter_names, scales_name, LORA_A, LORA_B, SCALES};
 pub use crate::GROUP;
 
+/// The format's name, as `clef inspect` and the weight types spell it.
+pub const NAME: &str = "affine4";
+
 /// Largest 4-bit code.
 pub const MAX_CODE: u8 = 15;
 

@@ -13,6 +13,7 @@ mod bundle;
 mod error;
 pub mod lut6;
 pub mod q8;
+pub mod rotation;
 mod rows;
 pub mod ternary;
 
@@ -22,3 +23,11 @@ pub use error::{check_len, checked_mul, FormatError, Result};
 /// Inputs per scale (and bias) of clef-ternary-v1's ternary and 4-bit codes (formats.md §3.2,
 /// §3.4) and of clef-q8-v1's 8-bit codes.
 pub const GROUP: usize = 64;
+
+/// The names of the dense float formats a weight is stored in (releases, bf16/f16 bundles, and
+/// whatever a quantized bundle keeps as released).
+pub mod dense {
+    pub const F32: &str = "f32";
+    pub const BF16: &str = "bf16";
+    pub const F16: &str = "f16";
+}

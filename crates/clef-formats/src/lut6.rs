@@ -5,6 +5,9 @@
 
 use crate::error::{checked_mul, FormatError, Result};
 
+/// The format's name, as `clef inspect` and the weight types spell it.
+pub const NAME: &str = "lut6";
+
 /// Output rows sharing one table.
 pub const GROUP_ROWS: usize = 16;
 /// Entries per table (2⁶).

@@ -14,6 +14,9 @@ use crate::error::{FormatError, Result};
 pub use crate::GROUP;
 use half::f16;
 
+/// The format's name, as `clef inspect` and the weight types spell it.
+pub const NAME: &str = "q8";
+
 /// Largest code magnitude; −128 is not a valid code.
 pub const MAX_CODE: i8 = 127;
 
@@ -21,10 +24,23 @@ pub const MAX_CODE: i8 = 127;
 pub const CODES: &str = ".q8";
 /// Suffix of the codes of a linear stored with rotated inputs, I8 `[rows, cols]`: they quantize
 /// `W·H` (each whole group of 64 inputs of each row rotated by the normalized 64 × 64 Hadamard
-/// matrix before quantizing), and whoever multiplies them rotates its inputs the same way
-/// (`clef_kernels::rotate_groups`). clef-q8-v2 stores DeltaNet `out_proj` and MLP `down_proj`
-/// so; a clef-q8-v1 bundle has none.
+/// matrix before quantizing, [`crate::rotation`]), and whoever multiplies them rotates its
+/// inputs the same way. clef-q8-v2 stores the [`ROTATED_LINEARS`] so; a clef-q8-v1 bundle has
+/// none.
 pub const ROTATED_CODES: &str = ".q8h";
+
+/// The linears clef-q8-v2 stores on rotated inputs, by the end of their tensor prefix: DeltaNet's
+/// `out_proj` (its input is the gated RMSNorm, times SiLU(z)) and the MLP's `down_proj` (SiLU(gate)
+/// times up). On the trained nano model a group of their inputs is often a single spike
+/// (max/rms at the bound 8), and int8 codes per group lost 2.5x more of them than of any other
+/// linear's inputs (docs/performance.md, "Rotated inputs"). The converter writes these, and
+/// only these, as [`ROTATED_CODES`]; the loader refuses rotated codes anywhere else.
+pub const ROTATED_LINEARS: [&str; 2] = [".linear_attn.out_proj", ".mlp.down_proj"];
+
+/// Whether the linear with tensor prefix `prefix` is one of the [`ROTATED_LINEARS`].
+pub fn rotates_inputs(prefix: &str) -> bool {
+    ROTATED_LINEARS.iter().any(|end| prefix.ends_with(end))
+}
 /// Suffix of the scales, F16 `[rows, ⌈cols/64⌉]`.
 pub const SCALES: &str = ".q8_scales";
 

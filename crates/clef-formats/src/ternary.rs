@@ -8,6 +8,9 @@ use crate::error::{check_len, checked_mul, FormatError, Result};
 use crate::rows::{packed_row, unpack_matrix, CodeNames};
 pub use crate::GROUP;
 
+/// The format's name, as `clef inspect` and the weight types spell it.
+pub const NAME: &str = "ternary";
+
 /// Trits per packed byte.
 pub const TRITS_PER_BYTE: usize = 5;
 /// Largest valid packed byte (3⁵ − 1).

@@ -67,7 +67,7 @@ impl Weight {
         }
     }
 
-    fn view(&self) -> WeightView<'_> {
+    fn view(&self) -> WeightView<&[u8]> {
         WeightView::new(self.rows, self.cols, WeightData::Bf16(&self.bytes[1..])).expect("shape")
     }
 }
@@ -171,9 +171,9 @@ fn benches(c: &mut Criterion) {
     group.measurement_time(Duration::from_secs(2));
     for (name, weight) in &weights {
         let w = weight.view();
-        let x = random_f32(&mut rng, M * w.cols, 1.0);
-        let mut y = vec![0.0f32; M * w.rows];
-        let flops = 2.0 * (M * w.rows * w.cols) as f64;
+        let x = random_f32(&mut rng, M * w.cols(), 1.0);
+        let mut y = vec![0.0f32; M * w.rows()];
+        let flops = 2.0 * (M * w.rows() * w.cols()) as f64;
         group.throughput(Throughput::Elements(flops as u64));
         group.bench_function(BenchmarkId::from_parameter(name), |b| {
             b.iter(|| matmul(black_box(&x), M, &w, &mut y))
@@ -368,8 +368,8 @@ fn slice_estimate(rng: &mut StdRng, weights: &[(&str, Weight)], summary: &mut Su
         let mut out = vec![0.0f32; M * 32 * 128];
         let mm = |w: &Weight, y: &mut [f32]| {
             let v = w.view();
-            matmul(&x[..M * v.cols], M, &v, &mut y[..M * v.rows]);
-            2.0 * (M * v.rows * v.cols) as f64
+            matmul(&x[..M * v.cols()], M, &v, &mut y[..M * v.rows()]);
+            2.0 * (M * v.rows() * v.cols()) as f64
         };
         let cpu0 = cpu_seconds();
         let start = Instant::now();

@@ -62,17 +62,17 @@ fn main() {
     let ascales: Vec<u8> = (0..rows * affine4::row_groups(cols))
         .flat_map(|_| 0x3c00u16.to_le_bytes())
         .collect();
-    let t = TernaryView::new(rows, cols, &trits, &tscales).unwrap();
-    let a = Affine4View::new(rows, cols, &codes, &ascales, &ascales).unwrap();
+    let t = TernaryView::new(rows, cols, &trits[..], &tscales[..]).unwrap();
+    let a = Affine4View::new(rows, cols, &codes[..], &ascales[..], &ascales[..]).unwrap();
     let planes = TernaryPlanes::from_view(&t);
-    let tp = planes.with_scales(t);
+    let tp = planes.with_scales(&t);
     let q8codes: Vec<u8> = (0..rows * cols)
         .map(|_| (lcg(&mut s) % 255) as u8)
         .collect();
     let q8scales: Vec<u8> = (0..rows * cols / 64)
         .flat_map(|_| 0x2000u16.to_le_bytes())
         .collect();
-    let q = Q8View::new(rows, cols, &q8codes, &q8scales).unwrap();
+    let q = Q8View::new(rows, cols, &q8codes[..], &q8scales[..]).unwrap();
     let dense: Vec<u8> = (0..rows * cols)
         .flat_map(|_| {
             half::bf16::from_f32((lcg(&mut s) % 200) as f32 / 1e4 - 0.01)

@@ -15,7 +15,7 @@ fn check_shapes(x: &[f32], m: usize, rows: usize, cols: usize, y: &[f32]) {
 }
 
 /// `y[m × rows] = x[m × cols] · Wᵀ` (y overwritten), parallel on the current rayon pool.
-pub fn matmul(x: &[f32], m: usize, w: &WeightView, y: &mut [f32]) {
+pub fn matmul<W: PanelDecode + ?Sized>(x: &[f32], m: usize, w: &W, y: &mut [f32]) {
     matmul_panels(x, m, w, y);
 }
 
@@ -37,36 +37,42 @@ pub fn matmul_with<W: PanelDecode + ?Sized>(
 }
 
 /// The reference twin of [`matmul`]: one weight row at a time, a plain sequential dot product.
-pub fn matmul_scalar(x: &[f32], m: usize, w: &WeightView, y: &mut [f32]) {
-    check_shapes(x, m, w.rows, w.cols, y);
+pub fn matmul_scalar<W: PanelDecode + ?Sized>(x: &[f32], m: usize, w: &W, y: &mut [f32]) {
+    check_shapes(x, m, w.rows(), w.cols(), y);
     reference(x, m, w, Kernels::portable(), y, false);
 }
 
 /// `y += x · Wᵀ + bias` (bias broadcast over the m rows when given). Note the accumulation:
 /// zero `y` first for a plain affine map.
-pub fn matmul_bias(x: &[f32], m: usize, w: &WeightView, bias: Option<&[f32]>, y: &mut [f32]) {
-    check_shapes(x, m, w.rows, w.cols, y);
+pub fn matmul_bias<B: AsRef<[u8]> + Sync>(
+    x: &[f32],
+    m: usize,
+    w: &WeightView<B>,
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+) {
+    check_shapes(x, m, w.rows(), w.cols(), y);
     if let Some(b) = bias {
-        assert_eq!(b.len(), w.rows, "bias length");
+        assert_eq!(b.len(), w.rows(), "bias length");
     }
     gemm_weights(Kernels::detected(), x, m, w, bias, y, true);
 }
 
 /// The reference twin of [`matmul_bias`].
-pub fn matmul_bias_scalar(
+pub fn matmul_bias_scalar<B: AsRef<[u8]> + Sync>(
     x: &[f32],
     m: usize,
-    w: &WeightView,
+    w: &WeightView<B>,
     bias: Option<&[f32]>,
     y: &mut [f32],
 ) {
-    check_shapes(x, m, w.rows, w.cols, y);
+    check_shapes(x, m, w.rows(), w.cols(), y);
     if let Some(b) = bias {
-        assert_eq!(b.len(), w.rows, "bias length");
+        assert_eq!(b.len(), w.rows(), "bias length");
     }
     reference(x, m, w, Kernels::portable(), y, true);
     if let Some(b) = bias {
-        for row in y.chunks_exact_mut(w.rows.max(1)) {
+        for row in y.chunks_exact_mut(w.rows().max(1)) {
             for (v, &bv) in row.iter_mut().zip(b) {
                 *v += bv;
             }

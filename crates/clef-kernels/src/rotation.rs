@@ -1,6 +1,8 @@
 //! The orthonormal Hadamard rotation of a matrix product's inputs, group by group: `y = x · Wᵀ =
 //! (x H) · (W H)ᵀ` because `H Hᵀ = I`, so a format may store `W H` and rotate the activations
-//! as they arrive (docs/kernels.md, "Rotated inputs").
+//! as they arrive (docs/kernels.md, "Rotated inputs"). The rotation itself is the format's
+//! ([`clef_formats::rotation`]); this module runs it over the rows of a product's inputs, in
+//! parallel, compiled per instruction set.
 //!
 //! Why: the integer products quantize each group of 64 activations with one scale, set by the
 //! group's largest value. The inputs of DeltaNet's `out_proj` and the MLP's `down_proj` are
@@ -8,30 +10,15 @@
 //! bound √64 = 8 on the trained nano model) and the small values round to nothing. `H`
 //! spreads a spike over the whole group (max/rms about 3 after it), so the same codes keep
 //! them; the weights, near-Gaussian, quantize as well rotated as not.
-//!
-//! `H` is the 64 × 64 Sylvester Hadamard matrix (`H₁ = [1]`, `H₂ₙ = [[Hₙ, Hₙ], [Hₙ, −Hₙ]]`)
-//! times 1/8: symmetric and its own inverse. It is applied as the fast transform, six stages
-//! of butterflies `(a, b) → (a + b, a − b)` over strides 1, 2, …, 32, then the exact scaling by
-//! 1/8. Every element sees the same additions in the same order whatever the compiler
-//! vectorizes, so the result has the same bits on every machine. Only whole groups are
-//! rotated: a row's last partial group (columns past the last multiple of 64) is left as it is.
 
 use crate::cpu::Kernels;
 use rayon::prelude::*;
 
 /// Columns per rotated group (the integer formats' scale group).
-pub const ROTATION_GROUP: usize = 64;
+pub use clef_formats::rotation::GROUP as ROTATION_GROUP;
 
 /// Rows per parallel work item: enough work per task at the narrowest widths.
 const ROWS_PER_TASK: usize = 16;
-
-/// Rotates every whole group of 64 columns of each of the `m` rows of `x` (`[m × k]`) in
-/// place, on the best instruction set: [`rotate_groups_into`] from a copy (the converter's use,
-/// one block of a weight at a time; the runtime rotates out of place).
-pub fn rotate_groups(x: &mut [f32], m: usize, k: usize) {
-    let src = x.to_vec();
-    rotate_groups_into(&src, m, k, x);
-}
 
 /// `out = x` with every whole group of 64 columns of each of the `m` rows rotated (one pass
 /// over both, parallel over rows), with the detected kernel table.
@@ -62,104 +49,7 @@ pub fn rotate_groups_into_with(kt: &Kernels, x: &[f32], m: usize, k: usize, out:
 /// groups' eight-wide rows become single vector additions.
 #[inline(always)]
 pub(crate) fn row_body(src: &[f32], dst: &mut [f32]) {
-    debug_assert_eq!(src.len(), dst.len());
-    let whole = src.len() / ROTATION_GROUP * ROTATION_GROUP;
-    for (s, d) in src[..whole]
-        .chunks_exact(ROTATION_GROUP)
-        .zip(dst[..whole].chunks_exact_mut(ROTATION_GROUP))
-    {
-        hadamard64(
-            s.try_into().expect("a whole group"),
-            d.try_into().expect("a whole group"),
-        );
-    }
-    dst[whole..].copy_from_slice(&src[whole..]);
-}
-
-/// `g ← H g` for one group, as eight rows of eight: the strides 1, 2, 4 within each row
-/// (fixed-index butterflies that compile to lane shuffles), then the strides 8, 16, 32 across
-/// rows (whole-row additions), then the scaling. The same additions in the same order as
-/// [`hadamard64_reference`], so the same bits (a test compares them), at about a sixth of its
-/// time: the plain loop's short inner runs at strides 1, 2 and 4 stay scalar.
-#[inline(always)]
-fn hadamard64(src: &[f32; ROTATION_GROUP], g: &mut [f32; ROTATION_GROUP]) {
-    let mut rows = [[0.0f32; 8]; 8];
-    for (row, src) in rows.iter_mut().zip(src.chunks_exact(8)) {
-        *row = within_row(src.try_into().expect("8 values"));
-    }
-    let mut half = 1;
-    while half < 8 {
-        for block in (0..8).step_by(2 * half) {
-            for i in block..block + half {
-                let (a, b) = (rows[i], rows[i + half]);
-                rows[i] = std::array::from_fn(|l| a[l] + b[l]);
-                rows[i + half] = std::array::from_fn(|l| a[l] - b[l]);
-            }
-        }
-        half *= 2;
-    }
-    for (dst, row) in g.chunks_exact_mut(8).zip(&rows) {
-        for (d, &v) in dst.iter_mut().zip(row) {
-            // 1/8 = 1/√64 is a power of two: exact for every normal result.
-            *d = v * 0.125;
-        }
-    }
-}
-
-/// The butterflies at strides 1, 2 and 4 of one row of eight.
-#[inline(always)]
-fn within_row(x: [f32; 8]) -> [f32; 8] {
-    let a = [
-        x[0] + x[1],
-        x[0] - x[1],
-        x[2] + x[3],
-        x[2] - x[3],
-        x[4] + x[5],
-        x[4] - x[5],
-        x[6] + x[7],
-        x[6] - x[7],
-    ];
-    let b = [
-        a[0] + a[2],
-        a[1] + a[3],
-        a[0] - a[2],
-        a[1] - a[3],
-        a[4] + a[6],
-        a[5] + a[7],
-        a[4] - a[6],
-        a[5] - a[7],
-    ];
-    [
-        b[0] + b[4],
-        b[1] + b[5],
-        b[2] + b[6],
-        b[3] + b[7],
-        b[0] - b[4],
-        b[1] - b[5],
-        b[2] - b[6],
-        b[3] - b[7],
-    ]
-}
-
-/// The definition, stage by stage: butterflies `(a, b) → (a + b, a − b)` at strides 1, 2, …,
-/// 32, then × 1/8. The twin [`hadamard64`] is checked against.
-#[cfg(test)]
-fn hadamard64_reference(g: &mut [f32; ROTATION_GROUP]) {
-    let mut half = 1;
-    while half < ROTATION_GROUP {
-        for block in g.chunks_exact_mut(2 * half) {
-            let (a, b) = block.split_at_mut(half);
-            for (u, v) in a.iter_mut().zip(b.iter_mut()) {
-                let (s, d) = (*u + *v, *u - *v);
-                *u = s;
-                *v = d;
-            }
-        }
-        half *= 2;
-    }
-    for v in g.iter_mut() {
-        *v *= 0.125;
-    }
+    clef_formats::rotation::rotate_row(src, dst)
 }
 
 #[cfg(test)]
@@ -182,6 +72,12 @@ mod tests {
                 (h % 20_001) as f32 / 10_000.0 - 1.0
             })
             .collect()
+    }
+
+    /// `x` rotated in place (a copy rotated back into it).
+    fn rotate_groups(x: &mut [f32], m: usize, k: usize) {
+        let src = x.to_vec();
+        rotate_groups_into(&src, m, k, x);
     }
 
     #[test]
@@ -242,7 +138,7 @@ mod tests {
             let mut want = x.clone();
             for row in want.chunks_exact_mut(k) {
                 for g in row.chunks_exact_mut(ROTATION_GROUP) {
-                    hadamard64_reference(g.try_into().unwrap());
+                    clef_formats::rotation::rotate_group_reference(g.try_into().unwrap());
                 }
             }
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();

@@ -8,87 +8,89 @@ use crate::cpu::Kernels;
 use crate::decode;
 use crate::error::KernelError;
 
-/// The stored bytes of a weight matrix. Byte slices carry no alignment guarantee (mmapped
-/// safetensors put tensors at arbitrary offsets) and are little-endian.
+/// The stored bytes of a weight matrix in one of the dense dtypes: `B` is where they are (a
+/// borrowed slice, an owned buffer, a window of a memory-mapped checkpoint). Bytes carry no
+/// alignment guarantee (safetensors put tensors at arbitrary offsets) and are little-endian.
 #[derive(Debug, Clone, Copy)]
-pub enum WeightData<'a> {
-    /// In-memory f32 (head activations used as a matrix, tests).
-    F32(&'a [f32]),
+pub enum WeightData<B> {
     /// Little-endian f32 bytes.
-    F32Bytes(&'a [u8]),
+    F32(B),
     /// Little-endian bf16 bytes.
-    Bf16(&'a [u8]),
+    Bf16(B),
     /// Little-endian IEEE f16 bytes.
-    F16(&'a [u8]),
+    F16(B),
 }
 
-impl WeightData<'_> {
+impl<B: AsRef<[u8]>> WeightData<B> {
     /// Bytes per element of the stored dtype.
     pub fn element_bytes(&self) -> usize {
         match self {
-            WeightData::F32(_) | WeightData::F32Bytes(_) => 4,
+            WeightData::F32(_) => 4,
             WeightData::Bf16(_) | WeightData::F16(_) => 2,
         }
     }
 
-    /// Number of elements the data holds (rounded down for byte slices).
+    /// Where the bytes are.
+    pub fn storage(&self) -> &B {
+        match self {
+            WeightData::F32(b) | WeightData::Bf16(b) | WeightData::F16(b) => b,
+        }
+    }
+
+    /// The stored bytes.
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            WeightData::F32(b) | WeightData::Bf16(b) | WeightData::F16(b) => b.as_ref(),
+        }
+    }
+
+    /// Number of elements the data holds (rounded down).
     pub fn element_count(&self) -> usize {
-        match self {
-            WeightData::F32(values) => values.len(),
-            WeightData::F32Bytes(bytes) => bytes.len() / 4,
-            WeightData::Bf16(bytes) | WeightData::F16(bytes) => bytes.len() / 2,
-        }
-    }
-
-    fn unit_len(&self) -> (usize, &'static str) {
-        match self {
-            WeightData::F32(values) => (values.len(), "f32 values"),
-            WeightData::F32Bytes(bytes) | WeightData::Bf16(bytes) | WeightData::F16(bytes) => {
-                (bytes.len(), "bytes")
-            }
-        }
+        self.bytes().len() / self.element_bytes()
     }
 }
 
-/// A `[rows, cols]` row-major weight matrix in its stored format.
-///
-/// Build it with [`WeightView::new`] (which checks the length); the fields are public so that
-/// callers can read the shape, and kernels re-slice the data so that an inconsistent view built
-/// by hand panics instead of reading out of bounds.
+/// A `[rows, cols]` row-major weight matrix in its stored dtype, its length checked once by
+/// [`WeightView::new`].
 #[derive(Debug, Clone, Copy)]
-pub struct WeightView<'a> {
-    pub rows: usize,
-    pub cols: usize,
-    pub data: WeightData<'a>,
+pub struct WeightView<B> {
+    rows: usize,
+    cols: usize,
+    data: WeightData<B>,
 }
 
-impl<'a> WeightView<'a> {
+impl<B: AsRef<[u8]> + Sync> WeightView<B> {
     /// Checks that `data` holds exactly `rows × cols` elements.
-    pub fn new(rows: usize, cols: usize, data: WeightData<'a>) -> Result<Self, KernelError> {
-        let elements = rows
+    pub fn new(rows: usize, cols: usize, data: WeightData<B>) -> Result<Self, KernelError> {
+        let expected = rows
             .checked_mul(cols)
+            .and_then(|n| n.checked_mul(data.element_bytes()))
             .ok_or(KernelError::ShapeOverflow { rows, cols })?;
-        let (actual, unit) = data.unit_len();
-        let expected = match data {
-            WeightData::F32(_) => elements,
-            _ => elements
-                .checked_mul(data.element_bytes())
-                .ok_or(KernelError::ShapeOverflow { rows, cols })?,
-        };
+        let actual = data.bytes().len();
         if actual != expected {
             return Err(KernelError::LengthMismatch {
                 what: "weight data",
                 expected,
                 actual,
-                unit,
+                unit: "bytes",
             });
         }
         Ok(WeightView { rows, cols, data })
     }
 
-    /// An f32 matrix.
-    pub fn f32(rows: usize, cols: usize, data: &'a [f32]) -> Result<Self, KernelError> {
-        WeightView::new(rows, cols, WeightData::F32(data))
+    /// Rows (output features).
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Columns (input features).
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// The stored data.
+    pub fn data(&self) -> &WeightData<B> {
+        &self.data
     }
 
     /// Gathers row `r` as f32 (embedding lookup, `lm_head` rows). `out.len()` must be `cols`.
@@ -96,6 +98,13 @@ impl<'a> WeightView<'a> {
         assert!(r < self.rows, "row {r} out of {} rows", self.rows);
         assert_eq!(out.len(), self.cols, "row buffer length");
         self.decode_panel(Kernels::detected(), r, 1, 0, self.cols, out, self.cols);
+    }
+}
+
+impl<'a> WeightView<&'a [u8]> {
+    /// An in-memory f32 matrix (activations used as a matrix, tests), read as its bytes.
+    pub fn f32(rows: usize, cols: usize, values: &'a [f32]) -> Result<Self, KernelError> {
+        WeightView::new(rows, cols, WeightData::F32(bytemuck::cast_slice(values)))
     }
 }
 
@@ -128,7 +137,7 @@ pub trait PanelDecode: Sync {
     }
 }
 
-impl PanelDecode for WeightView<'_> {
+impl<B: AsRef<[u8]> + Sync> PanelDecode for WeightView<B> {
     fn rows(&self) -> usize {
         self.rows
     }
@@ -148,18 +157,18 @@ impl PanelDecode for WeightView<'_> {
         ld: usize,
     ) {
         assert!(row0 + nrows <= self.rows && col0 + ncols <= self.cols);
+        let bytes = self.data.bytes();
         for r in 0..nrows {
             let start = (row0 + r) * self.cols + col0;
             let dst = &mut out[r * ld..r * ld + ncols];
             match self.data {
-                WeightData::F32(values) => dst.copy_from_slice(&values[start..start + ncols]),
-                WeightData::F32Bytes(bytes) => {
+                WeightData::F32(_) => {
                     decode::f32_bytes(&bytes[start * 4..(start + ncols) * 4], dst)
                 }
-                WeightData::Bf16(bytes) => {
+                WeightData::Bf16(_) => {
                     decode::bf16_bytes(k, &bytes[start * 2..(start + ncols) * 2], dst)
                 }
-                WeightData::F16(bytes) => {
+                WeightData::F16(_) => {
                     decode::f16_bytes(k, &bytes[start * 2..(start + ncols) * 2], dst)
                 }
             }
@@ -168,10 +177,7 @@ impl PanelDecode for WeightView<'_> {
 
     fn prefetch_panel(&self, row0: usize, nrows: usize, col0: usize, ncols: usize) {
         let elem = self.data.element_bytes();
-        let bytes: &[u8] = match self.data {
-            WeightData::F32(values) => bytemuck::cast_slice(values),
-            WeightData::F32Bytes(b) | WeightData::Bf16(b) | WeightData::F16(b) => b,
-        };
+        let bytes = self.data.bytes();
         let end_row = (row0 + nrows).min(self.rows);
         let end_col = (col0 + ncols).min(self.cols);
         for r in row0..end_row {

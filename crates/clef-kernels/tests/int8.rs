@@ -57,8 +57,8 @@ impl Ternary {
             scales: bf16_bytes(rng, rows * ternary::row_groups(cols), 0.001, 0.1),
         }
     }
-    fn view(&self, rows: usize, cols: usize) -> TernaryView<'_> {
-        TernaryView::new(rows, cols, &self.trits, &self.scales).unwrap()
+    fn view(&self, rows: usize, cols: usize) -> TernaryView<&[u8]> {
+        TernaryView::new(rows, cols, &self.trits[..], &self.scales[..]).unwrap()
     }
 }
 
@@ -79,8 +79,15 @@ impl Affine {
             biases: bf16_bytes(rng, g, -0.1, 0.1),
         }
     }
-    fn view(&self, rows: usize, cols: usize) -> Affine4View<'_> {
-        Affine4View::new(rows, cols, &self.codes, &self.scales, &self.biases).unwrap()
+    fn view(&self, rows: usize, cols: usize) -> Affine4View<&[u8]> {
+        Affine4View::new(
+            rows,
+            cols,
+            &self.codes[..],
+            &self.scales[..],
+            &self.biases[..],
+        )
+        .unwrap()
     }
 }
 
@@ -110,8 +117,8 @@ impl Q8 {
                 .collect(),
         }
     }
-    fn view(&self, rows: usize, cols: usize) -> Q8View<'_> {
-        Q8View::new(rows, cols, &self.codes, &self.scales).unwrap()
+    fn view(&self, rows: usize, cols: usize) -> Q8View<&[u8]> {
+        Q8View::new(rows, cols, &self.codes[..], &self.scales[..]).unwrap()
     }
 }
 
@@ -187,7 +194,8 @@ proptest! {
         // The repacked planes hold the same codes: the same product, bit for bit.
         let planes = TernaryPlanes::from_view(&w.view(rows, cols));
         prop_assert_eq!(planes.len_bytes(), rows * cols.div_ceil(GROUP) * GROUP / 4);
-        let repacked = planes.with_scales(w.view(rows, cols));
+        let view = w.view(rows, cols);
+        let repacked = planes.with_scales(&view);
         check_tiles(&repacked, &x, m)?;
         let mut a = vec![0.0f32; m * rows];
         let mut b = vec![0.0f32; m * rows];
@@ -220,7 +228,7 @@ proptest! {
         } else {
             let w = Ternary::random(&mut rng, rows, cols);
             let planes = TernaryPlanes::from_view(&w.view(rows, cols));
-            check_adapted(&planes.with_scales(w.view(rows, cols)), &lr, &x, m)?;
+            check_adapted(&planes.with_scales(&w.view(rows, cols)), &lr, &x, m)?;
         }
     }
 

@@ -49,10 +49,10 @@ impl Stored {
         }
     }
 
-    fn view(&self, rows: usize, cols: usize) -> WeightView<'_> {
+    fn view(&self, rows: usize, cols: usize) -> WeightView<&[u8]> {
         let data = match self.dtype {
-            Dtype::F32 => WeightData::F32(&self.values),
-            Dtype::F32Bytes => WeightData::F32Bytes(&self.bytes[self.offset..]),
+            Dtype::F32 => WeightData::F32(bytemuck::cast_slice(&self.values)),
+            Dtype::F32Bytes => WeightData::F32(&self.bytes[self.offset..]),
             Dtype::Bf16 => WeightData::Bf16(&self.bytes[self.offset..]),
             Dtype::F16 => WeightData::F16(&self.bytes[self.offset..]),
         };
@@ -249,7 +249,7 @@ fn zero_depth_gives_zero_or_bias() {
 fn weight_view_checks_lengths() {
     let bytes = [0u8; 11];
     assert!(matches!(
-        WeightView::new(2, 3, WeightData::Bf16(&bytes)),
+        WeightView::new(2, 3, WeightData::Bf16(&bytes[..])),
         Err(KernelError::LengthMismatch {
             expected: 12,
             actual: 11,
@@ -257,9 +257,9 @@ fn weight_view_checks_lengths() {
         })
     ));
     assert!(WeightView::new(2, 3, WeightData::F16(&bytes[..10])).is_err());
-    assert!(WeightView::new(2, 2, WeightData::F32Bytes(&bytes[..8])).is_err());
+    assert!(WeightView::new(2, 2, WeightData::F32(&bytes[..8])).is_err());
     assert!(matches!(
-        WeightView::new(usize::MAX, 2, WeightData::F32(&[])),
+        WeightView::new(usize::MAX, 2, WeightData::F32(&[][..])),
         Err(KernelError::ShapeOverflow { .. })
     ));
     assert!(WeightView::f32(2, 2, &[1.0, 2.0, 3.0, 4.0]).is_ok());

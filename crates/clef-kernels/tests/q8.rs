@@ -56,7 +56,7 @@ proptest! {
         let mut rng = StdRng::seed_from_u64(seed);
         let codes = bytes(&mut rng, rows * cols);
         let scales = bytes(&mut rng, 2 * rows * row_groups(cols));
-        let v = Q8View::new(rows, cols, &codes, &scales).unwrap();
+        let v = Q8View::new(rows, cols, &codes[..], &scales[..]).unwrap();
         let w = v.dequantize();
         for r in 0..rows {
             for c in 0..cols {
@@ -95,7 +95,7 @@ proptest! {
                                           seed in any::<u64>()) {
         let mut rng = StdRng::seed_from_u64(seed);
         let (codes, scales) = random_weights(&mut rng, rows, cols);
-        let w = Q8View::new(rows, cols, &codes, &scales).unwrap();
+        let w = Q8View::new(rows, cols, &codes[..], &scales[..]).unwrap();
         prop_assert_eq!(w.first_invalid_code(), None);
         let dense_values = w.dequantize();
         let dense = WeightView::f32(rows, cols, &dense_values).unwrap();
@@ -129,7 +129,7 @@ fn single_rows_decode_like_the_matrix() {
     let mut rng = StdRng::seed_from_u64(7);
     let (rows, cols) = (9, 4096 + 37);
     let (codes, scales) = random_weights(&mut rng, rows, cols);
-    let w = Q8View::new(rows, cols, &codes, &scales).unwrap();
+    let w = Q8View::new(rows, cols, &codes[..], &scales[..]).unwrap();
     assert_eq!((w.rows(), w.cols()), (rows, cols));
     let dense = w.dequantize();
     let mut row = vec![0.0f32; cols];
@@ -155,7 +155,7 @@ fn decode_cost_per_weight() {
     let mut rng = StdRng::seed_from_u64(1);
     let (codes, scales) = random_weights(&mut rng, rows, cols);
     let bf = bytes(&mut rng, 2 * rows * cols);
-    let q = Q8View::new(rows, cols, &codes, &scales).unwrap();
+    let q = Q8View::new(rows, cols, &codes[..], &scales[..]).unwrap();
     let b = WeightView::new(rows, cols, WeightData::Bf16(&bf)).unwrap();
     let mut panel = vec![0.0f32; 12 * 384];
     for kt in Kernels::available() {

@@ -65,7 +65,7 @@ proptest! {
         let trits: Vec<i8> = (0..rows * cols).map(|_| rng.random_range(-1i8..=1)).collect();
         let packed = clef_formats::ternary::pack_trits(&trits, rows, cols).unwrap();
         let scales = bf16_bytes(&mut rng, rows * ternary::row_groups(cols), 0.001, 0.2);
-        let w = TernaryView::new(rows, cols, &packed, &scales).unwrap();
+        let w = TernaryView::new(rows, cols, &packed[..], &scales[..]).unwrap();
         let x: Vec<f32> = (0..m * cols).map(|_| rng.random_range(-1.0f32..1.0)).collect();
         check(&w, &w.dequantize(), &x, m)?;
     }
@@ -78,7 +78,7 @@ proptest! {
         let groups = rows * affine4::row_groups(cols);
         let scales = bf16_bytes(&mut rng, groups, 0.001, 0.05);
         let biases = bf16_bytes(&mut rng, groups, -0.4, 0.0);
-        let w = Affine4View::new(rows, cols, &packed, &scales, &biases).unwrap();
+        let w = Affine4View::new(rows, cols, &packed[..], &scales[..], &biases[..]).unwrap();
         let x: Vec<f32> = (0..m * cols).map(|_| rng.random_range(-1.0f32..1.0)).collect();
         check(&w, &w.dequantize(), &x, m)?;
     }
@@ -96,7 +96,7 @@ fn single_rows_decode_like_the_matrix() {
     let groups = rows * affine4::row_groups(cols);
     let scales = bf16_bytes(&mut rng, groups, 0.001, 0.05);
     let biases = bf16_bytes(&mut rng, groups, -0.4, 0.0);
-    let w = Affine4View::new(rows, cols, &packed, &scales, &biases).unwrap();
+    let w = Affine4View::new(rows, cols, &packed[..], &scales[..], &biases[..]).unwrap();
     let dense = w.dequantize();
     let mut row = vec![0.0f32; cols];
     for r in 0..rows {
@@ -121,8 +121,8 @@ fn decode_cost_per_weight() {
     let scales = bf16_bytes(&mut rng, rows * cols / 64, 0.001, 0.1);
     let q4: Vec<u8> = (0..rows * cols / 2).map(|_| rng.random()).collect();
     let bf = bf16_bytes(&mut rng, rows * cols, -0.1, 0.1);
-    let t = TernaryView::new(rows, cols, &trits, &scales).unwrap();
-    let a = Affine4View::new(rows, cols, &q4, &scales, &scales).unwrap();
+    let t = TernaryView::new(rows, cols, &trits[..], &scales[..]).unwrap();
+    let a = Affine4View::new(rows, cols, &q4[..], &scales[..], &scales[..]).unwrap();
     let b = WeightView::new(rows, cols, WeightData::Bf16(&bf)).unwrap();
     let mut panel = vec![0.0f32; 12 * 384];
     for kt in Kernels::available() {

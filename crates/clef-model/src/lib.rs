@@ -21,6 +21,7 @@ pub mod rows;
 pub mod synth;
 pub mod tensor;
 pub mod vision;
+pub mod weights;
 
 pub use backbone::rope::Positions;
 pub use config::{HeadConfig, LayerKind, ModelConfig};

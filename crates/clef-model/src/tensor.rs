@@ -209,45 +209,70 @@ impl Tensor {
     }
 
     /// Rows `r0..r1` of the tensor as a matrix (a packed `in_proj` split into q, k, v).
-    pub fn row_block(&self, r0: usize, r1: usize) -> Result<WeightView<'_>> {
+    pub fn row_block(&self, r0: usize, r1: usize) -> Result<WeightView<&[u8]>> {
         let full = self.matrix()?;
-        let cols = full.cols;
-        if r0 > r1 || r1 > full.rows {
+        let cols = full.cols();
+        if r0 > r1 || r1 > full.rows() {
             return Err(ModelError::Input(format!(
                 "{}: row block {r0}..{r1} outside {} rows",
-                self.name, full.rows
+                self.name,
+                full.rows()
             )));
         }
         let es = self.dtype.size();
         let bytes = &self.bytes()[r0 * cols * es..r1 * cols * es];
-        let data = match self.dtype {
-            Dtype::F32 => WeightData::F32Bytes(bytes),
-            Dtype::Bf16 => WeightData::Bf16(bytes),
-            _ => WeightData::F16(bytes),
-        };
+        let data = self.dense_data(bytes)?;
         WeightView::new(r1 - r0, cols, data).map_err(|e| ModelError::kernel(&self.name, e))
     }
 
     /// The tensor as a `[rows, cols]` matrix in its stored dtype; trailing dimensions are
     /// flattened into columns (a conv kernel `[c, 1, k]` is a `[c, k]` matrix).
-    pub fn matrix(&self) -> Result<WeightView<'_>> {
+    pub fn matrix(&self) -> Result<WeightView<&[u8]>> {
+        let (rows, cols) = self.matrix_shape();
+        let data = self.dense_data(self.bytes())?;
+        WeightView::new(rows, cols, data).map_err(|e| self.shape_error(rows, cols, e))
+    }
+
+    /// [`Tensor::matrix`] owning the tensor: the view a dense weight keeps.
+    pub fn into_matrix(self) -> Result<WeightView<Tensor>> {
+        let (rows, cols) = self.matrix_shape();
+        let data = self.dense_data(self.clone())?;
+        WeightView::new(rows, cols, data).map_err(|e| self.shape_error(rows, cols, e))
+    }
+
+    /// `(rows, cols)` with trailing dimensions flattened into columns.
+    fn matrix_shape(&self) -> (usize, usize) {
         let rows = *self.shape.first().unwrap_or(&1);
-        let cols = self.numel().checked_div(rows).unwrap_or(0);
-        let data = match self.dtype {
-            Dtype::F32 => WeightData::F32Bytes(self.bytes()),
-            Dtype::Bf16 => WeightData::Bf16(self.bytes()),
-            Dtype::F16 => WeightData::F16(self.bytes()),
+        (rows, self.numel().checked_div(rows).unwrap_or(0))
+    }
+
+    /// `bytes` tagged with this tensor's float dtype, or an error for integer dtypes.
+    fn dense_data<B>(&self, bytes: B) -> Result<WeightData<B>> {
+        Ok(match self.dtype {
+            Dtype::F32 => WeightData::F32(bytes),
+            Dtype::Bf16 => WeightData::Bf16(bytes),
+            Dtype::F16 => WeightData::F16(bytes),
             Dtype::U8 | Dtype::I8 | Dtype::I64 => {
                 return Err(ModelError::TensorDtype {
                     name: self.name.clone(),
                     dtype: self.dtype.name().into(),
                 })
             }
-        };
-        WeightView::new(rows, cols, data).map_err(|e| ModelError::TensorShape {
+        })
+    }
+
+    fn shape_error(&self, rows: usize, cols: usize, e: clef_kernels::KernelError) -> ModelError {
+        ModelError::TensorShape {
             name: format!("{} ({e})", self.name),
             found: self.shape.clone(),
             expected: vec![rows, cols],
-        })
+        }
+    }
+}
+
+/// A tensor is its bytes, for the kernel views that keep it.
+impl AsRef<[u8]> for Tensor {
+    fn as_ref(&self) -> &[u8] {
+        self.bytes()
     }
 }

@@ -110,7 +110,7 @@ fn ids_name_the_release_tensors_and_unloaded_layers_refuse_to_run() {
         for &kind in layer.linear_kinds() {
             let l = model.backbone.linear(LinearId::new(li, kind)).unwrap();
             assert_eq!(
-                l.weight.name(),
+                l.name(),
                 format!("{}.weight", LinearId::new(li, kind).tensor_prefix())
             );
         }

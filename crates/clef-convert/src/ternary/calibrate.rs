@@ -23,7 +23,6 @@ use clef_engine::Engine;
 use clef_model::backbone::scratch::Scratch;
 use clef_model::backbone::{Backbone, Layer, Mixer};
 use clef_model::forward::Pass;
-use clef_model::linear::LinearWeight;
 use clef_model::{Exact, ForwardObserver, LinearId, LinearKind};
 use clef_quant::gptq::{Hessian, HessianAccumulator};
 use clef_quant::QuantError;
@@ -357,7 +356,7 @@ fn quantize_layer(
             let id = LinearId::new(li, kind);
             let prefix = id.tensor_prefix();
             let lin = backbone.linear_mut(id).ok_or_else(|| missing_linear(id))?;
-            let LinearWeight::Dense(t) = &lin.weight else {
+            let Some(t) = lin.weight().and_then(|w| w.dense()) else {
                 return Err(ConvertError::Invalid(format!(
                     "{prefix}: the source is already quantized"
                 )));

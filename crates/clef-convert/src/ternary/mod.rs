@@ -229,7 +229,7 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
                     clef_model::tensor::Tensor::owned(name, dtype, shape, bytes)
                 };
                 use clef_model::tensor::Dtype;
-                engine.model.backbone.embed = clef_model::rows::RowTable::affine4(
+                let table = clef_model::weights::Affine4::new(
                     owned(
                         clef_formats::affine4::codes_name(p),
                         Dtype::U8,
@@ -251,6 +251,7 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
                     rows,
                     cols,
                 )?;
+                engine.model.backbone.embed = clef_model::rows::RowTable::new(Box::new(table));
             }
             report.calib_records = set.records.len();
             report.calib_tokens = set.tokens;

@@ -4,8 +4,9 @@
 use super::plan::{adapter_rank, Role, GROUP};
 use super::recipe::Recipe;
 use crate::error::{ConvertError, Result};
-use clef_model::linear::{Linear, LowRank};
+use clef_model::linear::Linear;
 use clef_model::tensor::{Dtype, Tensor};
+use clef_model::weights::{Affine4, LowRank, Ternary, WithLowRank};
 use clef_quant::cloq::{cloq_adapter, CloqAdapter, CloqOptions, Weighting};
 use clef_quant::gptq::{gptq_quantize_with_stats, GptqOptions, Hessian};
 use clef_quant::quantizer::rtn_quantize;
@@ -345,19 +346,17 @@ impl QuantizedLinear {
             [a, b] => Some(LowRank::new(a.clone(), b.clone(), rows, cols)?),
             _ => None,
         };
-        Ok(match self.format {
+        let weight = match self.format {
             QuantFormat::Ternary => {
-                Linear::ternary(t[0].clone(), t[1].clone(), adapter, rows, cols)?
+                let codes = Ternary::new(t[0].clone(), t[1].clone(), rows, cols)?;
+                WithLowRank::maybe(codes, adapter)?
             }
-            QuantFormat::Affine4 => Linear::affine4(
-                t[0].clone(),
-                t[1].clone(),
-                t[2].clone(),
-                adapter,
-                rows,
-                cols,
-            )?,
-        })
+            QuantFormat::Affine4 => {
+                let codes = Affine4::new(t[0].clone(), t[1].clone(), t[2].clone(), rows, cols)?;
+                WithLowRank::maybe(codes, adapter)?
+            }
+        };
+        Ok(Linear::new(weight, None)?)
     }
 }
 

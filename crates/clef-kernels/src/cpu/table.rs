@@ -37,7 +37,7 @@ pub(crate) type Q8RowFn = unsafe fn(codes: &[u8], scales: &[u8], col0: usize, ds
 /// Rows `row0..row0 + nrows`, columns `col0..col0 + ncols` of a ternary matrix into
 /// `out[r·ld + c]`.
 pub(crate) type TernaryPanelFn = unsafe fn(
-    v: &TernaryView,
+    v: &TernaryView<&[u8]>,
     row0: usize,
     nrows: usize,
     col0: usize,

@@ -16,33 +16,33 @@ use crate::weights::{prefetch_lines, PanelDecode};
 pub use clef_formats::affine4::{row_bytes, row_groups, GROUP};
 
 /// A `[rows, cols]` 4-bit matrix: packed codes, BF16 scales and biases (little-endian bytes,
-/// any alignment), borrowed from the bundle's memory map.
+/// any alignment) wherever `B` holds them, their lengths checked once by [`Affine4View::new`].
 #[derive(Debug, Clone, Copy)]
-pub struct Affine4View<'a> {
+pub struct Affine4View<B> {
     rows: usize,
     cols: usize,
-    codes: &'a [u8],
-    scales: &'a [u8],
-    biases: &'a [u8],
+    codes: B,
+    scales: B,
+    biases: B,
 }
 
-impl<'a> Affine4View<'a> {
+impl<B: AsRef<[u8]> + Sync> Affine4View<B> {
     /// Checks that `codes` holds `rows · ⌈cols/2⌉` bytes and `scales` and `biases`
     /// `rows · ⌈cols/64⌉` BF16 values each.
     pub fn new(
         rows: usize,
         cols: usize,
-        codes: &'a [u8],
-        scales: &'a [u8],
-        biases: &'a [u8],
+        codes: B,
+        scales: B,
+        biases: B,
     ) -> Result<Self, KernelError> {
         let overflow = KernelError::ShapeOverflow { rows, cols };
         let want_codes = rows.checked_mul(row_bytes(cols)).ok_or(overflow.clone())?;
-        if codes.len() != want_codes {
+        if codes.as_ref().len() != want_codes {
             return Err(KernelError::LengthMismatch {
                 what: "4-bit packed codes",
                 expected: want_codes,
-                actual: codes.len(),
+                actual: codes.as_ref().len(),
                 unit: "bytes",
             });
         }
@@ -51,8 +51,8 @@ impl<'a> Affine4View<'a> {
             .and_then(|n| n.checked_mul(2))
             .ok_or(overflow)?;
         for (what, got) in [
-            ("4-bit scales (bf16)", scales.len()),
-            ("4-bit biases (bf16)", biases.len()),
+            ("4-bit scales (bf16)", scales.as_ref().len()),
+            ("4-bit biases (bf16)", biases.as_ref().len()),
         ] {
             if got != want {
                 return Err(KernelError::LengthMismatch {
@@ -72,23 +72,38 @@ impl<'a> Affine4View<'a> {
         })
     }
 
-    fn row_part(bytes: &'a [u8], per_row: usize, row: usize) -> &'a [u8] {
-        &bytes[row * per_row..(row + 1) * per_row]
+    /// Rows (output features).
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Columns (input features).
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    fn row_part(bytes: &B, per_row: usize, row: usize) -> &[u8] {
+        &bytes.as_ref()[row * per_row..(row + 1) * per_row]
     }
 
     /// Row `row`'s packed codes, BF16 scales and BF16 biases (the integer path's decoder).
-    pub(crate) fn row_parts(&self, row: usize) -> (&'a [u8], &'a [u8], &'a [u8]) {
+    pub(crate) fn row_parts(&self, row: usize) -> (&[u8], &[u8], &[u8]) {
         let p = self.row(row);
         (p.codes, p.scales, p.biases)
     }
 
-    fn row(&self, row: usize) -> RowParts<'a> {
+    fn row(&self, row: usize) -> RowParts<'_> {
         let g = row_groups(self.cols) * 2;
         RowParts {
-            codes: Self::row_part(self.codes, row_bytes(self.cols), row),
-            scales: Self::row_part(self.scales, g, row),
-            biases: Self::row_part(self.biases, g, row),
+            codes: Self::row_part(&self.codes, row_bytes(self.cols), row),
+            scales: Self::row_part(&self.scales, g, row),
+            biases: Self::row_part(&self.biases, g, row),
         }
+    }
+
+    /// The stored codes, scales and biases.
+    pub fn parts(&self) -> (&B, &B, &B) {
+        (&self.codes, &self.scales, &self.biases)
     }
 
     /// Decodes `out.len()` weights of row `row` from column `col0` on, with the decoder of
@@ -144,7 +159,7 @@ pub(crate) fn decode_scalar(p: &RowParts, col0: usize, out: &mut [f32]) {
     }
 }
 
-impl PanelDecode for Affine4View<'_> {
+impl<B: AsRef<[u8]> + Sync> PanelDecode for Affine4View<B> {
     fn rows(&self) -> usize {
         self.rows
     }
@@ -193,6 +208,7 @@ impl PanelDecode for Affine4View<'_> {
         for r in row0..end_row {
             if let Some(span) = self
                 .codes
+                .as_ref()
                 .get(r * rb + col0 / 2..r * rb + end_col.div_ceil(2))
             {
                 prefetch_lines(span);
@@ -221,15 +237,15 @@ mod tests {
         // scale 0.5, bias −1: codes [1, 2, 15] → [−0.5, 0, 6.5]
         let s = 0x3F00u16.to_le_bytes();
         let b = 0xBF80u16.to_le_bytes();
-        let v = Affine4View::new(1, 3, &[0x21, 0x0f], &s, &b).unwrap();
+        let v = Affine4View::new(1, 3, &[0x21, 0x0f][..], &s[..], &b[..]).unwrap();
         assert_eq!(v.dequantize(), vec![-0.5, 0.0, 6.5]);
     }
 
     #[test]
     fn rejects_inconsistent_parts() {
-        assert!(Affine4View::new(2, 7, &[0; 7], &[0; 4], &[0; 4]).is_err());
-        assert!(Affine4View::new(2, 7, &[0; 8], &[0; 4], &[0; 2]).is_err());
-        assert!(Affine4View::new(2, 7, &[0; 8], &[0; 4], &[0; 4]).is_ok());
+        assert!(Affine4View::new(2, 7, &[0; 7][..], &[0; 4][..], &[0; 4][..]).is_err());
+        assert!(Affine4View::new(2, 7, &[0; 8][..], &[0; 4][..], &[0; 2][..]).is_err());
+        assert!(Affine4View::new(2, 7, &[0; 8][..], &[0; 4][..], &[0; 4][..]).is_ok());
     }
 
     proptest! {
@@ -244,7 +260,7 @@ mod tests {
             let bv: Vec<u16> = (0..rows * row_groups(cols)).map(|_| (next() % 2000) as u16 + 0xBA00).collect();
             let scales: Vec<u8> = sv.iter().flat_map(|s| s.to_le_bytes()).collect();
             let biases: Vec<u8> = bv.iter().flat_map(|s| s.to_le_bytes()).collect();
-            let v = Affine4View::new(rows, cols, &packed, &scales, &biases).unwrap();
+            let v = Affine4View::new(rows, cols, &packed[..], &scales[..], &biases[..]).unwrap();
             // the scalar twin is the definition
             let w = v.dequantize();
             for r in 0..rows {

@@ -192,6 +192,41 @@ impl LowRankF32 {
         (self.rows, self.cols)
     }
 
+    /// Bytes the factors hold.
+    pub fn len_bytes(&self) -> usize {
+        std::mem::size_of_val(self.a.as_slice()) + std::mem::size_of_val(self.bt.as_slice())
+    }
+
+    /// `out[c] += Σ_k B[o, k] · A[k, c]`: output row `o` of the adapter's matrix `B A` added to
+    /// a decoded weight row (`cols` values).
+    pub fn add_row(&self, o: usize, out: &mut [f32]) {
+        assert!(
+            o < self.rows && out.len() == self.cols,
+            "row {o} of the adapter"
+        );
+        for k in 0..self.rank {
+            let b = self.b_at(o, k);
+            for (v, &a) in out
+                .iter_mut()
+                .zip(&self.a[k * self.cols..(k + 1) * self.cols])
+            {
+                *v = b.mul_add(a, *v);
+            }
+        }
+    }
+
+    /// `w` with this adapter's `B` as extra input columns ([`WithAdapter`]), for a weight whose
+    /// shape was checked against the adapter's when the two were paired (a mismatch is a logic
+    /// error and panics).
+    pub fn fused<'a, W: PanelDecode>(&'a self, w: &'a W) -> WithAdapter<'a, W> {
+        assert_eq!(
+            (w.rows(), w.cols()),
+            (self.rows, self.cols),
+            "adapter and weight shapes"
+        );
+        WithAdapter { inner: w, lr: self }
+    }
+
     /// The adapter term of outputs held output row by output row, as the integer product's
     /// blocks hold them before storing: `c[a·ldc + i] += Σ_k tt[k·ldt + i] · B[o0 + a, k]` for
     /// `a < nr`, `i < ni`, with `tt` = `tᵀ` (`[rank, ldt]`, from [`LowRankF32::project`]). Per

@@ -22,25 +22,21 @@ pub fn widen_f16_tables(bytes: &[u8]) -> Vec<f32> {
         .collect()
 }
 
-/// A `[rows, cols]` LUT-6 matrix: packed indices (any alignment) and `rows / 16` tables of 64
-/// f32 entries.
+/// A `[rows, cols]` LUT-6 matrix: packed indices (any alignment) wherever `I` holds them and
+/// `rows / 16` tables of 64 f32 entries in `T`, their lengths checked once by
+/// [`Lut6View::new`].
 #[derive(Debug, Clone, Copy)]
-pub struct Lut6View<'a> {
+pub struct Lut6View<I, T> {
     rows: usize,
     cols: usize,
-    indices: &'a [u8],
-    tables: &'a [f32],
+    indices: I,
+    tables: T,
 }
 
-impl<'a> Lut6View<'a> {
+impl<I: AsRef<[u8]> + Sync, T: AsRef<[f32]> + Sync> Lut6View<I, T> {
     /// Checks that `rows` is a multiple of 16, that `indices` holds exactly ⌈6·rows·cols/8⌉
     /// bytes and that `tables` holds `rows / 16 · 64` entries.
-    pub fn new(
-        rows: usize,
-        cols: usize,
-        indices: &'a [u8],
-        tables: &'a [f32],
-    ) -> Result<Self, KernelError> {
+    pub fn new(rows: usize, cols: usize, indices: I, tables: T) -> Result<Self, KernelError> {
         if !rows.is_multiple_of(GROUP_ROWS) {
             return Err(KernelError::LengthMismatch {
                 what: "LUT-6 output rows (a multiple of 16)",
@@ -53,20 +49,20 @@ impl<'a> Lut6View<'a> {
             .checked_mul(cols)
             .ok_or(KernelError::ShapeOverflow { rows, cols })?;
         let bytes = packed_bytes(count).ok_or(KernelError::ShapeOverflow { rows, cols })?;
-        if indices.len() != bytes {
+        if indices.as_ref().len() != bytes {
             return Err(KernelError::LengthMismatch {
                 what: "LUT-6 packed indices",
                 expected: bytes,
-                actual: indices.len(),
+                actual: indices.as_ref().len(),
                 unit: "bytes",
             });
         }
         let entries = rows / GROUP_ROWS * TABLE_LEN;
-        if tables.len() != entries {
+        if tables.as_ref().len() != entries {
             return Err(KernelError::LengthMismatch {
                 what: "LUT-6 tables",
                 expected: entries,
-                actual: tables.len(),
+                actual: tables.as_ref().len(),
                 unit: "f32 values",
             });
         }
@@ -78,12 +74,27 @@ impl<'a> Lut6View<'a> {
         })
     }
 
+    /// Rows (output features).
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Columns (input features).
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
     /// The table of output row `row`.
-    fn table(&self, row: usize) -> &'a [f32; TABLE_LEN] {
+    fn table(&self, row: usize) -> &[f32; TABLE_LEN] {
         let start = row / GROUP_ROWS * TABLE_LEN;
-        self.tables[start..start + TABLE_LEN]
+        self.tables.as_ref()[start..start + TABLE_LEN]
             .try_into()
             .expect("a 64-entry slice")
+    }
+
+    /// The stored indices and the widened tables.
+    pub fn parts(&self) -> (&I, &T) {
+        (&self.indices, &self.tables)
     }
 
     /// Decodes `out.len()` weights of row `row` from column `col0` on, with the decoder of
@@ -91,14 +102,14 @@ impl<'a> Lut6View<'a> {
     pub fn decode_row(&self, k: &Kernels, row: usize, col0: usize, out: &mut [f32]) {
         assert!(row < self.rows && col0 + out.len() <= self.cols);
         let start = row * self.cols + col0;
-        decode_run(k, self.indices, start, self.table(row), out);
+        decode_run(k, self.indices.as_ref(), start, self.table(row), out);
     }
 
     /// The scalar twin of [`Lut6View::decode_row`].
     pub fn decode_row_scalar(&self, row: usize, col0: usize, out: &mut [f32]) {
         assert!(row < self.rows && col0 + out.len() <= self.cols);
         let start = row * self.cols + col0;
-        decode_scalar(self.indices, start, self.table(row), out);
+        decode_scalar(self.indices.as_ref(), start, self.table(row), out);
     }
 
     /// The whole matrix as f32, row-major (tests and small tensors only).
@@ -113,7 +124,7 @@ impl<'a> Lut6View<'a> {
     }
 }
 
-impl PanelDecode for Lut6View<'_> {
+impl<I: AsRef<[u8]> + Sync, T: AsRef<[f32]> + Sync> PanelDecode for Lut6View<I, T> {
     fn rows(&self) -> usize {
         self.rows
     }
@@ -144,7 +155,8 @@ impl PanelDecode for Lut6View<'_> {
         for r in row0..end_row {
             let first = (r * self.cols + col0) * 6 / 8;
             let last = ((r * self.cols + end_col) * 6).div_ceil(8);
-            if let Some(span) = self.indices.get(first..last.min(self.indices.len())) {
+            let indices = self.indices.as_ref();
+            if let Some(span) = indices.get(first..last.min(indices.len())) {
                 prefetch_lines(span);
             }
         }

@@ -22,30 +22,26 @@ use crate::weights::{prefetch_lines, PanelDecode};
 pub use clef_formats::q8::{is_valid_code, row_groups, GROUP, MAX_CODE};
 
 /// A `[rows, cols]` q8 matrix: the I8 codes and the FP16 scales (little-endian bytes, any
-/// alignment), borrowed from the bundle's memory map.
+/// alignment) wherever `B` holds them (a bundle's memory map, a buffer, a slice), their lengths
+/// checked once by [`Q8View::new`].
 #[derive(Debug, Clone, Copy)]
-pub struct Q8View<'a> {
+pub struct Q8View<B> {
     rows: usize,
     cols: usize,
-    codes: &'a [u8],
-    scales: &'a [u8],
+    codes: B,
+    scales: B,
 }
 
-impl<'a> Q8View<'a> {
+impl<B: AsRef<[u8]> + Sync> Q8View<B> {
     /// Checks that `codes` holds `rows · cols` bytes and `scales` `rows · ⌈cols/64⌉` FP16 values.
-    pub fn new(
-        rows: usize,
-        cols: usize,
-        codes: &'a [u8],
-        scales: &'a [u8],
-    ) -> Result<Self, KernelError> {
+    pub fn new(rows: usize, cols: usize, codes: B, scales: B) -> Result<Self, KernelError> {
         let overflow = KernelError::ShapeOverflow { rows, cols };
         let want_codes = rows.checked_mul(cols).ok_or(overflow.clone())?;
-        if codes.len() != want_codes {
+        if codes.as_ref().len() != want_codes {
             return Err(KernelError::LengthMismatch {
                 what: "q8 codes (i8)",
                 expected: want_codes,
-                actual: codes.len(),
+                actual: codes.as_ref().len(),
                 unit: "bytes",
             });
         }
@@ -53,11 +49,11 @@ impl<'a> Q8View<'a> {
             .checked_mul(row_groups(cols))
             .and_then(|n| n.checked_mul(2))
             .ok_or(overflow)?;
-        if scales.len() != want_scales {
+        if scales.as_ref().len() != want_scales {
             return Err(KernelError::LengthMismatch {
                 what: "q8 scales (f16)",
                 expected: want_scales,
-                actual: scales.len(),
+                actual: scales.as_ref().len(),
                 unit: "bytes",
             });
         }
@@ -84,24 +80,27 @@ impl<'a> Q8View<'a> {
         const BLOCK: usize = 1 << 16;
         let invalid = 0x80u8;
         debug_assert!(!is_valid_code(invalid));
-        let block = self
-            .codes
-            .chunks(BLOCK)
-            .position(|c| c.contains(&invalid))?;
-        let within = self.codes[block * BLOCK..]
+        let codes = self.codes.as_ref();
+        let block = codes.chunks(BLOCK).position(|c| c.contains(&invalid))?;
+        let within = codes[block * BLOCK..]
             .iter()
             .position(|&b| !is_valid_code(b))?;
         Some(block * BLOCK + within)
     }
 
     /// Row `row`'s `cols` code bytes (each an i8).
-    pub fn row_codes(&self, row: usize) -> &'a [u8] {
-        &self.codes[row * self.cols..(row + 1) * self.cols]
+    pub fn row_codes(&self, row: usize) -> &[u8] {
+        &self.codes.as_ref()[row * self.cols..(row + 1) * self.cols]
     }
 
-    fn row_scales(&self, row: usize) -> &'a [u8] {
+    fn row_scales(&self, row: usize) -> &[u8] {
         let g = row_groups(self.cols) * 2;
-        &self.scales[row * g..(row + 1) * g]
+        &self.scales.as_ref()[row * g..(row + 1) * g]
+    }
+
+    /// The stored codes and scales.
+    pub fn parts(&self) -> (&B, &B) {
+        (&self.codes, &self.scales)
     }
 
     /// The scale of `(row, group)`, widened from FP16.
@@ -159,7 +158,7 @@ pub(crate) fn decode_scalar(codes_row: &[u8], scales_row: &[u8], col0: usize, ou
     }
 }
 
-impl PanelDecode for Q8View<'_> {
+impl<B: AsRef<[u8]> + Sync> PanelDecode for Q8View<B> {
     fn rows(&self) -> usize {
         self.rows
     }
@@ -206,6 +205,7 @@ impl PanelDecode for Q8View<'_> {
         for r in row0..end_row {
             if let Some(span) = self
                 .codes
+                .as_ref()
                 .get(r * self.cols + col0..r * self.cols + end_col)
             {
                 prefetch_lines(span);
@@ -223,13 +223,13 @@ mod tests {
         // scale 0.5 (FP16 0x3800): codes [1, −2, 127, −127, 0] → [0.5, −1, 63.5, −63.5, 0]
         let scales = 0x3800u16.to_le_bytes();
         let codes = [1i8, -2, 127, -127, 0].map(|c| c as u8);
-        let v = Q8View::new(1, 5, &codes, &scales).unwrap();
+        let v = Q8View::new(1, 5, &codes[..], &scales[..]).unwrap();
         assert_eq!(v.dequantize(), vec![0.5, -1.0, 63.5, -63.5, 0.0]);
         assert_eq!(v.first_invalid_code(), None);
         assert_eq!(v.scale(0, 0), 0.5);
         assert_eq!(v.row_codes(0), &codes);
         let bad = [0u8, 0, 0x80, 0, 0x80];
-        let v = Q8View::new(1, 5, &bad, &scales).unwrap();
+        let v = Q8View::new(1, 5, &bad[..], &scales[..]).unwrap();
         assert_eq!(v.first_invalid_code(), Some(2));
         // decoders read it as −128 (the loader refuses it before any decoding)
         assert_eq!(v.dequantize()[2], -64.0);
@@ -238,11 +238,11 @@ mod tests {
     #[test]
     fn rejects_inconsistent_parts() {
         // 2 × 70: 140 codes, 2 groups per row → 8 scale bytes
-        assert!(Q8View::new(2, 70, &[0; 139], &[0; 8]).is_err());
-        assert!(Q8View::new(2, 70, &[0; 140], &[0; 6]).is_err());
-        assert!(Q8View::new(2, 70, &[0; 140], &[0; 8]).is_ok());
-        assert!(Q8View::new(usize::MAX, 7, &[], &[]).is_err());
-        let e = Q8View::new(2, 70, &[0; 140], &[0; 7]).unwrap_err();
+        assert!(Q8View::new(2, 70, &[0; 139][..], &[0; 8][..]).is_err());
+        assert!(Q8View::new(2, 70, &[0; 140][..], &[0; 6][..]).is_err());
+        assert!(Q8View::new(2, 70, &[0; 140][..], &[0; 8][..]).is_ok());
+        assert!(Q8View::new(usize::MAX, 7, &[][..], &[][..]).is_err());
+        let e = Q8View::new(2, 70, &[0; 140][..], &[0; 7][..]).unwrap_err();
         assert!(e.to_string().contains("q8 scales"), "{e}");
     }
 }

@@ -30,31 +30,26 @@ pub use clef_formats::ternary::{
 };
 
 /// A `[rows, cols]` ternary matrix: packed trits and BF16 scales (little-endian bytes, any
-/// alignment), borrowed from the bundle's memory map.
+/// alignment) wherever `B` holds them, their lengths checked once by [`TernaryView::new`].
 #[derive(Debug, Clone, Copy)]
-pub struct TernaryView<'a> {
+pub struct TernaryView<B> {
     rows: usize,
     pub(crate) cols: usize,
-    pub(crate) trits: &'a [u8],
-    scales: &'a [u8],
+    pub(crate) trits: B,
+    scales: B,
 }
 
-impl<'a> TernaryView<'a> {
+impl<B: AsRef<[u8]> + Sync> TernaryView<B> {
     /// Checks that `trits` holds `rows · ⌈cols/5⌉` bytes and `scales` `rows · ⌈cols/64⌉` BF16
     /// values.
-    pub fn new(
-        rows: usize,
-        cols: usize,
-        trits: &'a [u8],
-        scales: &'a [u8],
-    ) -> Result<Self, KernelError> {
+    pub fn new(rows: usize, cols: usize, trits: B, scales: B) -> Result<Self, KernelError> {
         let overflow = KernelError::ShapeOverflow { rows, cols };
         let want_trits = rows.checked_mul(row_bytes(cols)).ok_or(overflow.clone())?;
-        if trits.len() != want_trits {
+        if trits.as_ref().len() != want_trits {
             return Err(KernelError::LengthMismatch {
                 what: "ternary packed trits",
                 expected: want_trits,
-                actual: trits.len(),
+                actual: trits.as_ref().len(),
                 unit: "bytes",
             });
         }
@@ -62,11 +57,11 @@ impl<'a> TernaryView<'a> {
             .checked_mul(row_groups(cols))
             .and_then(|n| n.checked_mul(2))
             .ok_or(overflow)?;
-        if scales.len() != want_scales {
+        if scales.as_ref().len() != want_scales {
             return Err(KernelError::LengthMismatch {
                 what: "ternary scales (bf16)",
                 expected: want_scales,
-                actual: scales.len(),
+                actual: scales.as_ref().len(),
                 unit: "bytes",
             });
         }
@@ -78,19 +73,44 @@ impl<'a> TernaryView<'a> {
         })
     }
 
+    /// Rows (output features).
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Columns (input features).
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
     /// Offset of the first packed byte that is not a valid code (> 242), if any.
     pub fn first_invalid_byte(&self) -> Option<usize> {
-        self.trits.iter().position(|&b| b > MAX_BYTE)
+        self.trits.as_ref().iter().position(|&b| b > MAX_BYTE)
     }
 
-    pub(crate) fn row_trits(&self, row: usize) -> &'a [u8] {
+    pub(crate) fn row_trits(&self, row: usize) -> &[u8] {
         let rb = row_bytes(self.cols);
-        &self.trits[row * rb..(row + 1) * rb]
+        &self.trits.as_ref()[row * rb..(row + 1) * rb]
     }
 
-    pub(crate) fn row_scales(&self, row: usize) -> &'a [u8] {
+    pub(crate) fn row_scales(&self, row: usize) -> &[u8] {
         let g = row_groups(self.cols) * 2;
-        &self.scales[row * g..(row + 1) * g]
+        &self.scales.as_ref()[row * g..(row + 1) * g]
+    }
+
+    /// The same matrix over borrowed slices (what the kernel table's decoders take).
+    pub fn as_slices(&self) -> TernaryView<&[u8]> {
+        TernaryView {
+            rows: self.rows,
+            cols: self.cols,
+            trits: self.trits.as_ref(),
+            scales: self.scales.as_ref(),
+        }
+    }
+
+    /// The stored trits and scales.
+    pub fn parts(&self) -> (&B, &B) {
+        (&self.trits, &self.scales)
     }
 
     /// Decodes `out.len()` weights of row `row` from column `col0` on, with the decoder of
@@ -138,7 +158,7 @@ pub(crate) fn decode_scalar(trits_row: &[u8], scales_row: &[u8], col0: usize, ou
     }
 }
 
-impl PanelDecode for TernaryView<'_> {
+impl<B: AsRef<[u8]> + Sync> PanelDecode for TernaryView<B> {
     fn rows(&self) -> usize {
         self.rows
     }
@@ -164,7 +184,7 @@ impl PanelDecode for TernaryView<'_> {
         assert!(ld >= ncols && out.len() >= (nrows - 1) * ld + ncols);
         // SAFETY: the table's functions run on this CPU; the bounds asserted above cover every
         // row, packed byte and output element the decoders touch.
-        unsafe { (k.ternary_panel)(self, row0, nrows, col0, ncols, out, ld) };
+        unsafe { (k.ternary_panel)(&self.as_slices(), row0, nrows, col0, ncols, out, ld) };
     }
 
     fn prefetch_panel(&self, row0: usize, nrows: usize, col0: usize, ncols: usize) {
@@ -174,7 +194,7 @@ impl PanelDecode for TernaryView<'_> {
         for r in row0..end_row {
             let first = r * rb + col0 / TRITS_PER_BYTE;
             let last = r * rb + end_col.div_ceil(TRITS_PER_BYTE);
-            if let Some(span) = self.trits.get(first..last) {
+            if let Some(span) = self.trits.as_ref().get(first..last) {
                 prefetch_lines(span);
             }
         }
@@ -183,7 +203,7 @@ impl PanelDecode for TernaryView<'_> {
 
 /// The portable entry of the kernel table: each row by the scalar twin.
 pub(crate) fn panel_scalar(
-    v: &TernaryView,
+    v: &TernaryView<&[u8]>,
     row0: usize,
     nrows: usize,
     col0: usize,
@@ -261,20 +281,20 @@ mod tests {
     fn worked_example() {
         // t = [+1, 0, −1, −1, +1] → byte 167; scale 0.5 (bf16 0x3F00)
         let scales = 0x3F00u16.to_le_bytes();
-        let v = TernaryView::new(1, 5, &[167], &scales).unwrap();
+        let v = TernaryView::new(1, 5, &[167][..], &scales[..]).unwrap();
         assert_eq!(v.dequantize(), vec![0.5, 0.0, -0.5, -0.5, 0.5]);
         assert_eq!(v.first_invalid_byte(), None);
-        let bad = TernaryView::new(1, 5, &[250], &scales).unwrap();
+        let bad = TernaryView::new(1, 5, &[250][..], &scales[..]).unwrap();
         assert_eq!(bad.first_invalid_byte(), Some(0));
         assert_eq!(bad.dequantize(), vec![0.0; 5]);
     }
 
     #[test]
     fn rejects_inconsistent_parts() {
-        assert!(TernaryView::new(2, 7, &[0; 3], &[0; 4]).is_err());
-        assert!(TernaryView::new(2, 7, &[0; 4], &[0; 2]).is_err());
-        assert!(TernaryView::new(2, 7, &[0; 4], &[0; 4]).is_ok());
-        assert!(TernaryView::new(usize::MAX, 7, &[], &[]).is_err());
+        assert!(TernaryView::new(2, 7, &[0; 3][..], &[0; 4][..]).is_err());
+        assert!(TernaryView::new(2, 7, &[0; 4][..], &[0; 2][..]).is_err());
+        assert!(TernaryView::new(2, 7, &[0; 4][..], &[0; 4][..]).is_ok());
+        assert!(TernaryView::new(usize::MAX, 7, &[][..], &[][..]).is_err());
     }
 
     proptest! {
@@ -294,7 +314,7 @@ mod tests {
             let scales: Vec<u8> = (0..rows * row_groups(cols))
                 .flat_map(|_| (((next() % 2000) as u16) + 0x3A00).to_le_bytes())
                 .collect();
-            let v = TernaryView::new(rows, cols, &packed, &scales).unwrap();
+            let v = TernaryView::new(rows, cols, &packed[..], &scales[..]).unwrap();
             let (mut c0, mut c1) = (a.min(b) % cols, a.max(b) % (cols + 1));
             if align { c0 = c0 / 16 * 16; }
             if c1 < c0 { std::mem::swap(&mut c0, &mut c1); }
@@ -320,7 +340,7 @@ mod tests {
             let packed = clef_formats::ternary::pack_trits(&trits, rows, cols).unwrap();
             let sv: Vec<u16> = (0..rows * row_groups(cols)).map(|_| (next() % 30000) as u16).collect();
             let scales: Vec<u8> = sv.iter().flat_map(|s| s.to_le_bytes()).collect();
-            let w = TernaryView::new(rows, cols, &packed, &scales).unwrap().dequantize();
+            let w = TernaryView::new(rows, cols, &packed[..], &scales[..]).unwrap().dequantize();
             for r in 0..rows {
                 for c in 0..cols {
                     let s = half::bf16::from_bits(sv[r * row_groups(cols) + c / 64]).to_f32();

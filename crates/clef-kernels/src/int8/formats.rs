@@ -42,7 +42,7 @@ fn check_request(
     }
 }
 
-impl Int8Weights for TernaryView<'_> {
+impl<B: AsRef<[u8]> + Sync> Int8Weights for TernaryView<B> {
     fn rows(&self) -> usize {
         crate::PanelDecode::rows(self)
     }
@@ -90,7 +90,7 @@ impl Int8Weights for TernaryView<'_> {
     }
 }
 
-impl Int8Weights for Affine4View<'_> {
+impl<B: AsRef<[u8]> + Sync> Int8Weights for Affine4View<B> {
     fn rows(&self) -> usize {
         crate::PanelDecode::rows(self)
     }
@@ -140,7 +140,7 @@ impl Int8Weights for Affine4View<'_> {
     }
 }
 
-impl Int8Weights for Q8View<'_> {
+impl<B: AsRef<[u8]> + Sync> Int8Weights for Q8View<B> {
     fn rows(&self) -> usize {
         Q8View::rows(self)
     }

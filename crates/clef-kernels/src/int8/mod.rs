@@ -116,3 +116,36 @@ pub trait Int8Weights: Sync {
     /// Optional hint: the given block will be decoded soon.
     fn prefetch_int8(&self, _row0: usize, _nrows: usize, _col0: usize, _ncols: usize) {}
 }
+
+/// A borrowed weight multiplies as the weight itself.
+impl<W: Int8Weights + ?Sized> Int8Weights for &W {
+    fn rows(&self) -> usize {
+        (**self).rows()
+    }
+    fn cols(&self) -> usize {
+        (**self).cols()
+    }
+    fn code_range(&self) -> CodeRange {
+        (**self).code_range()
+    }
+    fn has_offsets(&self) -> bool {
+        (**self).has_offsets()
+    }
+    fn writes_sums(&self) -> bool {
+        (**self).writes_sums()
+    }
+    fn decode_int8(
+        &self,
+        k: &Kernels,
+        row0: usize,
+        nrows: usize,
+        col0: usize,
+        ncols: usize,
+        panel: &mut Int8Panel,
+    ) {
+        (**self).decode_int8(k, row0, nrows, col0, ncols, panel)
+    }
+    fn prefetch_int8(&self, row0: usize, nrows: usize, col0: usize, ncols: usize) {
+        (**self).prefetch_int8(row0, nrows, col0, ncols)
+    }
+}

@@ -25,11 +25,8 @@ pub struct TernaryPlanes {
 impl TernaryPlanes {
     /// Repacks `view`'s codes (bytes above 242 read as zero codes, as every decoder reads them;
     /// loaders refuse them first).
-    pub fn from_view(view: &TernaryView) -> TernaryPlanes {
-        let (rows, cols) = (
-            crate::PanelDecode::rows(view),
-            crate::PanelDecode::cols(view),
-        );
+    pub fn from_view<B: AsRef<[u8]> + Sync>(view: &TernaryView<B>) -> TernaryPlanes {
+        let (rows, cols) = (view.rows(), view.cols());
         let groups = cols.div_ceil(GROUP);
         let row_len = groups * PLANE_BYTES;
         // Digit 1 everywhere (code 0) is 0b01 in each of the four planes.
@@ -70,16 +67,19 @@ impl TernaryPlanes {
     }
 
     /// The integer-path view: these codes with `view`'s scales (the same matrix).
-    pub fn with_scales<'a>(&'a self, view: TernaryView<'a>) -> TernaryInt8<'a> {
+    pub fn with_scales<'a, B: AsRef<[u8]> + Sync>(
+        &'a self,
+        view: &'a TernaryView<B>,
+    ) -> TernaryInt8<'a> {
         assert_eq!(
             (self.rows, self.cols),
-            (
-                crate::PanelDecode::rows(&view),
-                crate::PanelDecode::cols(&view)
-            ),
+            (view.rows(), view.cols()),
             "planes and scales of different matrices"
         );
-        TernaryInt8 { planes: self, view }
+        TernaryInt8 {
+            planes: self,
+            view: view.as_slices(),
+        }
     }
 }
 
@@ -87,7 +87,7 @@ impl TernaryPlanes {
 #[derive(Clone, Copy)]
 pub struct TernaryInt8<'a> {
     planes: &'a TernaryPlanes,
-    view: TernaryView<'a>,
+    view: TernaryView<&'a [u8]>,
 }
 
 impl Int8Weights for TernaryInt8<'_> {

@@ -17,7 +17,7 @@ use std::arch::x86_64::*;
 /// holds `(nrows − 1)·ld + ncols` values with `ld ≥ ncols`.
 #[target_feature(enable = "avx2")]
 pub(crate) unsafe fn panel_avx2(
-    v: &TernaryView,
+    v: &TernaryView<&[u8]>,
     row0: usize,
     nrows: usize,
     col0: usize,
@@ -47,7 +47,7 @@ pub(crate) unsafe fn panel_avx2(
 /// AVX-512F/BW/VBMI and AVX2; extents as [`panel_avx2`].
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx2")]
 pub(crate) unsafe fn panel_vbmi(
-    v: &TernaryView,
+    v: &TernaryView<&[u8]>,
     row0: usize,
     nrows: usize,
     col0: usize,
@@ -221,7 +221,7 @@ static BLOCKS: BlockTables = block_tables();
 /// scalar.
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
 unsafe fn blocks_vbmi(
-    v: &TernaryView,
+    v: &TernaryView<&[u8]>,
     row0: usize,
     nrows: usize,
     col0: usize,

@@ -9,7 +9,7 @@
 //! thread count. faer's triangular product, used before, ran these at about 41 GFLOP/s on two
 //! AVX-512 cores, as long as the calibration forward itself (docs/performance.md).
 
-use clef_kernels::{matmul, WeightData, WeightView};
+use clef_kernels::{matmul, WeightView};
 use rayon::prelude::*;
 
 use crate::error::{check_finite, check_len, checked_mul, QuantError, Result};
@@ -74,7 +74,7 @@ impl HessianAccumulator {
             let r1 = (r0 + BAND).min(n);
             let rows = r1 - r0;
             // band[i - r0][j] = Σ_t x[t][i]·x[t][j] for i in r0..r1, j < r1
-            let w = WeightView::new(r1, n_rows, WeightData::F32(&xt[..r1 * n_rows]))
+            let w = WeightView::f32(r1, n_rows, &xt[..r1 * n_rows])
                 .map_err(|e| QuantError::Config(format!("Hessian band: {e}")))?;
             let out = &mut band[..rows * r1];
             matmul(&xt[r0 * n_rows..r1 * n_rows], rows, &w, out);
