@@ -12,7 +12,8 @@ use super::factor::inverse_upper_cholesky;
 use super::hessian::Hessian;
 use crate::error::{QuantError, Result};
 use crate::quantizer::matrix::check_matrix;
-use crate::quantizer::{fit_group, GroupParams, QuantFormat, QuantizedMatrix, GROUP_SIZE};
+use crate::quantizer::{fit_group, GroupParams, QuantFormat, QuantizedMatrix};
+use clef_formats::GROUP;
 
 /// GPTQ settings; the defaults are the card's.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -32,7 +33,7 @@ impl Default for GptqOptions {
         GptqOptions {
             damp: 0.01,
             block_size: 128,
-            group_size: GROUP_SIZE,
+            group_size: GROUP,
             row_batch: 32,
         }
     }

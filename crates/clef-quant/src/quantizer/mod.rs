@@ -16,9 +16,6 @@ use crate::ternary::TernaryParams;
 pub use matrix::{rtn_quantize, QuantizedMatrix};
 pub use mse::{fit_group, GRID, MAX_SHRINK_STEPS, NORM};
 
-/// Weights per scale group along the input axis.
-pub const GROUP_SIZE: usize = 64;
-
 /// The two backbone formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum QuantFormat {

@@ -5,8 +5,8 @@ use serde_json::{json, Map, Value};
 use super::tensors::{release_tensors, TensorRole};
 use super::{ModelShapes, Part};
 use crate::error::{QuantError, Result};
-use crate::quantizer::GROUP_SIZE;
 use crate::{affine4, ternary};
+use clef_formats::GROUP;
 
 /// Adapter rank of the card (`cloq_rank`).
 pub const CLOQ_RANK: usize = 16;
@@ -93,7 +93,7 @@ pub fn ternary_plan(shapes: &ModelShapes) -> Result<(Vec<PlannedTensor>, Ternary
             TensorRole::Mlp | TensorRole::DeltaNetInput => {
                 let (rows, cols) = matrix_dims(&t.name, &t.shape)?;
                 let p = base_name(&t.name);
-                let groups = cols.div_ceil(GROUP_SIZE);
+                let groups = cols.div_ceil(GROUP);
                 let bytes = add(
                     clef_formats::ternary::trits_name(p),
                     StoredDType::U8,
@@ -121,7 +121,7 @@ pub fn ternary_plan(shapes: &ModelShapes) -> Result<(Vec<PlannedTensor>, Ternary
             | TensorRole::LmHead => {
                 let (rows, cols) = matrix_dims(&t.name, &t.shape)?;
                 let p = base_name(&t.name);
-                let groups = cols.div_ceil(GROUP_SIZE);
+                let groups = cols.div_ceil(GROUP);
                 let bytes = add(
                     clef_formats::affine4::codes_name(p),
                     StoredDType::U8,
@@ -178,7 +178,7 @@ fn header_len(plan: &[PlannedTensor]) -> u64 {
         "__metadata__".into(),
         json!({
             "format": clef_formats::BundleFormat::Ternary.name(),
-            "group_size": GROUP_SIZE.to_string(),
+            "group_size": GROUP.to_string(),
             "cloq_rank": CLOQ_RANK.to_string(),
             "trit_order": "base3-lsb-first",
             "source_revision": "0".repeat(40),
