@@ -19,7 +19,7 @@ use crate::ternary::plan::{Role, SourceTensor};
 use clef_formats::q8::{self, quantize_row, row_groups, GROUP};
 use clef_formats::rotation;
 use clef_formats::BundleFormat;
-use clef_kernels::{Kernels, PanelDecode};
+use clef_kernels::{Block, Kernels, PanelDecode};
 use clef_model::bundle::BundleWriter;
 use clef_model::checkpoint::writer::{write_safetensors, TensorSpec};
 use clef_model::tensor::{Dtype, Tensor};
@@ -156,7 +156,7 @@ fn quantize_tensor(
     for r0 in (0..rows).step_by(block) {
         let n = block.min(rows - r0);
         // bf16/f16/f32 → f32 is exact: the quantizer sees the release's values
-        view.decode_panel(kernels, r0, n, 0, cols, &mut w, cols);
+        view.decode_panel(kernels, Block::new(r0, n, 0, cols), &mut w, cols);
         let results: Vec<_> = w[..n * cols]
             .par_chunks(cols)
             .zip(codes.par_chunks_mut(cols))

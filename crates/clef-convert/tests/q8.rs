@@ -11,6 +11,7 @@ use clef_convert::q8::{convert_q8, is_quantized, rotates_inputs, FORMAT};
 use clef_engine::{Engine, EngineConfig};
 use clef_formats::{q8, BundleFormat};
 use clef_kernels::formats::q8::Q8View;
+use clef_kernels::PanelDecode;
 use clef_model::bundle::Manifest;
 use clef_model::checkpoint::writer::{write_safetensors, TensorSpec};
 use clef_model::checkpoint::{safetensors_file, TensorSet};

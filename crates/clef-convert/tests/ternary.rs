@@ -12,6 +12,7 @@ use clef_engine::{DecideOptions, Engine, EngineConfig};
 use clef_formats::{affine4, ternary};
 use clef_kernels::formats::affine4::Affine4View;
 use clef_kernels::formats::ternary::TernaryView;
+use clef_kernels::PanelDecode;
 use clef_model::checkpoint::safetensors_file;
 use clef_model::tensor::Tensor;
 use clef_model::weights::Storage;

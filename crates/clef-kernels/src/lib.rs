@@ -61,4 +61,4 @@ pub use matmul::{
 pub use norm::{l2_normalize, layer_norm, rms_norm, rms_norm_gated, rms_norm_gated_with};
 pub use peak::{measure_fma_peak_gflops, measure_int8_peak_gops};
 pub use rotation::{rotate_groups_into, rotate_groups_into_with, ROTATION_GROUP};
-pub use weights::{PanelDecode, WeightData, WeightView};
+pub use weights::{Block, PanelDecode, WeightData, WeightView};

@@ -7,7 +7,7 @@
 
 use crate::cpu::Kernels;
 use crate::gemm::weights::gemm_weights;
-use crate::weights::{PanelDecode, WeightView};
+use crate::weights::{Block, PanelDecode, WeightView};
 
 fn check_shapes(x: &[f32], m: usize, rows: usize, cols: usize, y: &[f32]) {
     assert_eq!(x.len(), m * cols, "x must be m × cols");
@@ -91,7 +91,7 @@ fn reference<W: PanelDecode + ?Sized>(
     let (rows, cols) = (w.rows(), w.cols());
     let mut wrow = vec![0.0f32; cols];
     for j in 0..rows {
-        w.decode_panel(k, j, 1, 0, cols, &mut wrow, cols);
+        w.decode_panel(k, Block::new(j, 1, 0, cols), &mut wrow, cols);
         for i in 0..m {
             let xrow = &x[i * cols..(i + 1) * cols];
             let mut acc = 0.0f32;

@@ -97,7 +97,12 @@ impl<B: AsRef<[u8]> + Sync> WeightView<B> {
     pub fn row_to_f32(&self, r: usize, out: &mut [f32]) {
         assert!(r < self.rows, "row {r} out of {} rows", self.rows);
         assert_eq!(out.len(), self.cols, "row buffer length");
-        self.decode_panel(Kernels::detected(), r, 1, 0, self.cols, out, self.cols);
+        self.decode_panel(
+            Kernels::detected(),
+            Block::new(r, 1, 0, self.cols),
+            out,
+            self.cols,
+        );
     }
 }
 
@@ -105,6 +110,32 @@ impl<'a> WeightView<&'a [u8]> {
     /// An in-memory f32 matrix (activations used as a matrix, tests), read as its bytes.
     pub fn f32(rows: usize, cols: usize, values: &'a [f32]) -> Result<Self, KernelError> {
         WeightView::new(rows, cols, WeightData::F32(bytemuck::cast_slice(values)))
+    }
+}
+
+/// A block of a weight matrix: rows `row0..row0 + rows`, columns `col0..col0 + cols`, what the
+/// products ask a format to decode (or to prefetch).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Block {
+    pub row0: usize,
+    pub rows: usize,
+    pub col0: usize,
+    pub cols: usize,
+}
+
+impl Block {
+    pub fn new(row0: usize, rows: usize, col0: usize, cols: usize) -> Block {
+        Block {
+            row0,
+            rows,
+            col0,
+            cols,
+        }
+    }
+
+    /// `(row0, rows, col0, cols)`.
+    pub fn parts(self) -> (usize, usize, usize, usize) {
+        (self.row0, self.rows, self.col0, self.cols)
     }
 }
 
@@ -118,21 +149,35 @@ pub trait PanelDecode: Sync {
     /// Writes rows `row0..row0 + nrows`, columns `col0..col0 + ncols` into
     /// `out[r * ld + c]` (r, c relative to the block), with the decoders of the kernel table
     /// `k` the caller runs with.
-    fn decode_panel(
-        &self,
-        k: &Kernels,
-        row0: usize,
-        nrows: usize,
-        col0: usize,
-        ncols: usize,
-        out: &mut [f32],
-        ld: usize,
-    );
+    fn decode_panel(&self, k: &Kernels, b: Block, out: &mut [f32], ld: usize);
+
+    /// Row `row`'s columns `col0..col0 + out.len()`, with the decoders of `k`.
+    fn decode_row(&self, k: &Kernels, row: usize, col0: usize, out: &mut [f32]) {
+        let n = out.len();
+        self.decode_panel(k, Block::new(row, 1, col0, n), out, n);
+    }
+
+    /// The whole matrix as f32, row-major, by the portable decoders (the scalar twins): tests
+    /// and small tensors only.
+    fn dequantize(&self) -> Vec<f32> {
+        let (rows, cols) = (self.rows(), self.cols());
+        let mut out = vec![0.0f32; rows * cols];
+        if rows > 0 && cols > 0 {
+            self.decode_panel(
+                Kernels::portable(),
+                Block::new(0, rows, 0, cols),
+                &mut out,
+                cols,
+            );
+        }
+        out
+    }
 
     /// Hints that the block will be decoded soon (the matmul calls this one k-block ahead so
     /// that weight rows stream in from memory while the current block is multiplied). The
     /// default does nothing.
-    fn prefetch_panel(&self, row0: usize, nrows: usize, col0: usize, ncols: usize) {
+    fn prefetch_panel(&self, b: Block) {
+        let (row0, nrows, col0, ncols) = b.parts();
         let _ = (row0, nrows, col0, ncols);
     }
 }
@@ -146,16 +191,8 @@ impl<B: AsRef<[u8]> + Sync> PanelDecode for WeightView<B> {
         self.cols
     }
 
-    fn decode_panel(
-        &self,
-        k: &Kernels,
-        row0: usize,
-        nrows: usize,
-        col0: usize,
-        ncols: usize,
-        out: &mut [f32],
-        ld: usize,
-    ) {
+    fn decode_panel(&self, k: &Kernels, b: Block, out: &mut [f32], ld: usize) {
+        let (row0, nrows, col0, ncols) = b.parts();
         assert!(row0 + nrows <= self.rows && col0 + ncols <= self.cols);
         let bytes = self.data.bytes();
         for r in 0..nrows {
@@ -175,7 +212,8 @@ impl<B: AsRef<[u8]> + Sync> PanelDecode for WeightView<B> {
         }
     }
 
-    fn prefetch_panel(&self, row0: usize, nrows: usize, col0: usize, ncols: usize) {
+    fn prefetch_panel(&self, b: Block) {
+        let (row0, nrows, col0, ncols) = b.parts();
         let elem = self.data.element_bytes();
         let bytes = self.data.bytes();
         let end_row = (row0 + nrows).min(self.rows);

@@ -3,7 +3,7 @@
 //! multiplication is the same), and against the scalar reference product.
 
 use clef_kernels::formats::lut6::{widen_f16_tables, Lut6View, GROUP_ROWS};
-use clef_kernels::{matmul_panels, matmul_scalar, matmul_with, Kernels, WeightView};
+use clef_kernels::{matmul_panels, matmul_scalar, matmul_with, Kernels, PanelDecode, WeightView};
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

@@ -5,7 +5,9 @@
 //! (bit-identical on every ISA) and against the scalar reference product.
 
 use clef_kernels::formats::q8::{row_groups, Q8View, GROUP};
-use clef_kernels::{matmul_panels, matmul_scalar, matmul_with, Kernels, PanelDecode, WeightView};
+use clef_kernels::{
+    matmul_panels, matmul_scalar, matmul_with, Block, Kernels, PanelDecode, WeightView,
+};
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -38,11 +40,11 @@ proptest! {
         let ld = nc + pad;
         let mut want = vec![7.0f32; nr.max(1) * ld];
         for r in 0..nr {
-            v.decode_row_scalar(r0 + r, c0, &mut want[r * ld..r * ld + nc]);
+            v.decode_row(Kernels::portable(), r0 + r, c0, &mut want[r * ld..r * ld + nc]);
         }
         for kt in Kernels::available() {
             let mut got = vec![7.0f32; nr.max(1) * ld];
-            v.decode_panel(kt, r0, nr, c0, nc, &mut got, ld);
+            v.decode_panel(kt, Block::new(r0, nr, c0, nc), &mut got, ld);
             prop_assert!(
                 got.iter().zip(&want).all(|(x, y)| x.to_bits() == y.to_bits()),
                 "{:?}: rows {}..{} cols {}..{} of {}x{}", kt, r0, r1, c0, c1, rows, cols
@@ -139,8 +141,8 @@ fn single_rows_decode_like_the_matrix() {
         assert_eq!(w.row_codes(r), &codes[r * cols..(r + 1) * cols]);
     }
     // prefetching is a hint: any window, even past the matrix, is harmless
-    w.prefetch_panel(0, rows + 3, 0, cols + 100);
-    w.prefetch_panel(rows, 2, cols, 10);
+    w.prefetch_panel(Block::new(0, rows + 3, 0, cols + 100));
+    w.prefetch_panel(Block::new(rows, 2, cols, 10));
 }
 
 /// Decode cost per weight in the matmul's panel pattern (12 rows × 384 columns), q8 against
@@ -166,7 +168,12 @@ fn decode_cost_per_weight() {
                 for r0 in (0..rows).step_by(12) {
                     for c0 in (0..cols).step_by(384) {
                         let n = 384.min(cols - c0);
-                        w.decode_panel(kt, r0, 12.min(rows - r0), c0, n, &mut panel, 384);
+                        w.decode_panel(
+                            kt,
+                            Block::new(r0, 12.min(rows - r0), c0, n),
+                            &mut panel,
+                            384,
+                        );
                     }
                 }
                 best = best.min(t0.elapsed().as_secs_f64());

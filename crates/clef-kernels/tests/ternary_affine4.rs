@@ -4,7 +4,9 @@
 
 use clef_kernels::formats::affine4::{self, Affine4View};
 use clef_kernels::formats::ternary::{self, TernaryView};
-use clef_kernels::{matmul_panels, matmul_scalar, matmul_with, Kernels, PanelDecode, WeightView};
+use clef_kernels::{
+    matmul_panels, matmul_scalar, matmul_with, Block, Kernels, PanelDecode, WeightView,
+};
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -133,7 +135,12 @@ fn decode_cost_per_weight() {
                 for r0 in (0..rows).step_by(12) {
                     for c0 in (0..cols).step_by(384) {
                         let n = 384.min(cols - c0);
-                        w.decode_panel(kt, r0, 12.min(rows - r0), c0, n, &mut panel, 384);
+                        w.decode_panel(
+                            kt,
+                            Block::new(r0, 12.min(rows - r0), c0, n),
+                            &mut panel,
+                            384,
+                        );
                     }
                 }
                 best = best.min(t0.elapsed().as_secs_f64());

@@ -20,6 +20,7 @@ use crate::formats::ternary::TernaryView;
 use crate::gemm::TileKernel;
 use crate::int8::tile::Int8Tile;
 use crate::int8::CodeRange;
+use crate::weights::Block;
 use std::sync::OnceLock;
 
 /// `x ← f(x)` elementwise.
@@ -34,17 +35,9 @@ pub(crate) type TransposeFn =
     unsafe fn(src: &[f32], lds: usize, rows: usize, cols: usize, dst: *mut f32, ldd: usize);
 /// One q8 row's columns `col0..col0 + dst.len()` (the row's codes and FP16 scales).
 pub(crate) type Q8RowFn = unsafe fn(codes: &[u8], scales: &[u8], col0: usize, dst: &mut [f32]);
-/// Rows `row0..row0 + nrows`, columns `col0..col0 + ncols` of a ternary matrix into
-/// `out[r·ld + c]`.
-pub(crate) type TernaryPanelFn = unsafe fn(
-    v: &TernaryView<&[u8]>,
-    row0: usize,
-    nrows: usize,
-    col0: usize,
-    ncols: usize,
-    out: &mut [f32],
-    ld: usize,
-);
+/// A block of a ternary matrix into `out[r·ld + c]`.
+pub(crate) type TernaryPanelFn =
+    unsafe fn(v: &TernaryView<&[u8]>, b: Block, out: &mut [f32], ld: usize);
 /// A LUT-6 run of `out.len()` indices from stream position `start` (a multiple of 4).
 pub(crate) type Lut6RunFn =
     unsafe fn(packed: &[u8], start: usize, table: &[f32; TABLE_LEN], out: &mut [f32]);

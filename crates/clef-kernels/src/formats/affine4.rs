@@ -11,7 +11,7 @@
 
 use crate::cpu::Kernels;
 use crate::error::KernelError;
-use crate::weights::{prefetch_lines, PanelDecode};
+use crate::weights::{prefetch_lines, Block, PanelDecode};
 
 pub use clef_formats::affine4::{row_bytes, row_groups, GROUP};
 
@@ -105,31 +105,6 @@ impl<B: AsRef<[u8]> + Sync> Affine4View<B> {
     pub fn parts(&self) -> (&B, &B, &B) {
         (&self.codes, &self.scales, &self.biases)
     }
-
-    /// Decodes `out.len()` weights of row `row` from column `col0` on, with the decoder of
-    /// the kernel table `k`.
-    pub fn decode_row(&self, k: &Kernels, row: usize, col0: usize, out: &mut [f32]) {
-        assert!(row < self.rows && col0 + out.len() <= self.cols);
-        let n = out.len();
-        self.decode_panel(k, row, 1, col0, n, out, n);
-    }
-
-    /// The scalar twin of [`Affine4View::decode_row`].
-    pub fn decode_row_scalar(&self, row: usize, col0: usize, out: &mut [f32]) {
-        assert!(row < self.rows && col0 + out.len() <= self.cols);
-        decode_scalar(&self.row(row), col0, out);
-    }
-
-    /// The whole matrix as f32, row-major (tests and small tensors only).
-    pub fn dequantize(&self) -> Vec<f32> {
-        let mut out = vec![0.0f32; self.rows * self.cols];
-        if self.cols > 0 {
-            for (r, row) in out.chunks_exact_mut(self.cols).enumerate() {
-                self.decode_row_scalar(r, 0, row);
-            }
-        }
-        out
-    }
 }
 
 /// One row's packed codes, scales and biases.
@@ -168,16 +143,8 @@ impl<B: AsRef<[u8]> + Sync> PanelDecode for Affine4View<B> {
         self.cols
     }
 
-    fn decode_panel(
-        &self,
-        k: &Kernels,
-        row0: usize,
-        nrows: usize,
-        col0: usize,
-        ncols: usize,
-        out: &mut [f32],
-        ld: usize,
-    ) {
+    fn decode_panel(&self, k: &Kernels, b: Block, out: &mut [f32], ld: usize) {
+        let (row0, nrows, col0, ncols) = b.parts();
         assert!(row0 + nrows <= self.rows && col0 + ncols <= self.cols);
         if nrows == 0 || ncols == 0 {
             return;
@@ -201,7 +168,8 @@ impl<B: AsRef<[u8]> + Sync> PanelDecode for Affine4View<B> {
         }
     }
 
-    fn prefetch_panel(&self, row0: usize, nrows: usize, col0: usize, ncols: usize) {
+    fn prefetch_panel(&self, b: Block) {
+        let (row0, nrows, col0, ncols) = b.parts();
         let end_row = (row0 + nrows).min(self.rows);
         let end_col = (col0 + ncols).min(self.cols);
         let rb = row_bytes(self.cols);
@@ -276,11 +244,11 @@ mod tests {
             let ld = n + 5;
             let mut want = vec![3.0f32; rows * ld];
             for r in 0..rows {
-                v.decode_row_scalar(r, c0, &mut want[r * ld..r * ld + n]);
+                v.decode_row(Kernels::portable(), r, c0, &mut want[r * ld..r * ld + n]);
             }
             for kt in Kernels::available() {
                 let mut got = vec![3.0f32; rows * ld];
-                v.decode_panel(kt, 0, rows, c0, n, &mut got, ld);
+                v.decode_panel(kt, Block::new(0, rows, c0, n), &mut got, ld);
                 prop_assert!(got.iter().zip(&want).all(|(x, y)| x.to_bits() == y.to_bits()), "{:?}", kt);
             }
         }

@@ -14,7 +14,7 @@
 
 use crate::cpu::Kernels;
 use crate::error::KernelError;
-use crate::weights::PanelDecode;
+use crate::weights::{Block, PanelDecode};
 use rayon::prelude::*;
 
 /// Lanes of the accumulators (one AVX-512 register, two AVX2 registers).
@@ -318,21 +318,14 @@ impl<W: PanelDecode> PanelDecode for WithAdapter<'_, W> {
         self.inner.cols() + self.lr.rank
     }
 
-    fn decode_panel(
-        &self,
-        k: &Kernels,
-        row0: usize,
-        nrows: usize,
-        col0: usize,
-        ncols: usize,
-        out: &mut [f32],
-        ld: usize,
-    ) {
+    fn decode_panel(&self, k: &Kernels, b: Block, out: &mut [f32], ld: usize) {
+        let (row0, nrows, col0, ncols) = b.parts();
         let c = self.inner.cols();
         assert!(row0 + nrows <= self.rows() && col0 + ncols <= self.cols());
         if col0 < c {
             let n = ncols.min(c - col0);
-            self.inner.decode_panel(k, row0, nrows, col0, n, out, ld);
+            self.inner
+                .decode_panel(k, Block::new(row0, nrows, col0, n), out, ld);
         }
         if col0 + ncols > c {
             let k0 = col0.max(c) - c;
@@ -346,11 +339,12 @@ impl<W: PanelDecode> PanelDecode for WithAdapter<'_, W> {
         }
     }
 
-    fn prefetch_panel(&self, row0: usize, nrows: usize, col0: usize, ncols: usize) {
+    fn prefetch_panel(&self, b: Block) {
+        let (row0, nrows, col0, ncols) = b.parts();
         let c = self.inner.cols();
         if col0 < c {
             self.inner
-                .prefetch_panel(row0, nrows, col0, ncols.min(c - col0));
+                .prefetch_panel(Block::new(row0, nrows, col0, ncols.min(c - col0)));
         }
     }
 }

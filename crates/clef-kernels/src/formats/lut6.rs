@@ -10,7 +10,7 @@
 
 use crate::cpu::Kernels;
 use crate::error::KernelError;
-use crate::weights::{prefetch_lines, PanelDecode};
+use crate::weights::{prefetch_lines, Block, PanelDecode};
 
 pub use clef_formats::lut6::{packed_bytes, GROUP_ROWS, TABLE_LEN};
 
@@ -96,32 +96,6 @@ impl<I: AsRef<[u8]> + Sync, T: AsRef<[f32]> + Sync> Lut6View<I, T> {
     pub fn parts(&self) -> (&I, &T) {
         (&self.indices, &self.tables)
     }
-
-    /// Decodes `out.len()` weights of row `row` from column `col0` on, with the decoder of
-    /// the kernel table `k`.
-    pub fn decode_row(&self, k: &Kernels, row: usize, col0: usize, out: &mut [f32]) {
-        assert!(row < self.rows && col0 + out.len() <= self.cols);
-        let start = row * self.cols + col0;
-        decode_run(k, self.indices.as_ref(), start, self.table(row), out);
-    }
-
-    /// The scalar twin of [`Lut6View::decode_row`].
-    pub fn decode_row_scalar(&self, row: usize, col0: usize, out: &mut [f32]) {
-        assert!(row < self.rows && col0 + out.len() <= self.cols);
-        let start = row * self.cols + col0;
-        decode_scalar(self.indices.as_ref(), start, self.table(row), out);
-    }
-
-    /// The whole matrix as f32, row-major (tests and small tensors only).
-    pub fn dequantize(&self) -> Vec<f32> {
-        let mut out = vec![0.0f32; self.rows * self.cols];
-        for (r, row) in out.chunks_exact_mut(self.cols.max(1)).enumerate() {
-            if self.cols > 0 {
-                self.decode_row_scalar(r, 0, row);
-            }
-        }
-        out
-    }
 }
 
 impl<I: AsRef<[u8]> + Sync, T: AsRef<[f32]> + Sync> PanelDecode for Lut6View<I, T> {
@@ -133,23 +107,23 @@ impl<I: AsRef<[u8]> + Sync, T: AsRef<[f32]> + Sync> PanelDecode for Lut6View<I, 
         self.cols
     }
 
-    fn decode_panel(
-        &self,
-        k: &Kernels,
-        row0: usize,
-        nrows: usize,
-        col0: usize,
-        ncols: usize,
-        out: &mut [f32],
-        ld: usize,
-    ) {
+    fn decode_panel(&self, k: &Kernels, b: Block, out: &mut [f32], ld: usize) {
+        let (row0, nrows, col0, ncols) = b.parts();
         assert!(row0 + nrows <= self.rows && col0 + ncols <= self.cols);
         for r in 0..nrows {
-            self.decode_row(k, row0 + r, col0, &mut out[r * ld..r * ld + ncols]);
+            let (row, dst) = (row0 + r, &mut out[r * ld..r * ld + ncols]);
+            decode_run(
+                k,
+                self.indices.as_ref(),
+                row * self.cols + col0,
+                self.table(row),
+                dst,
+            );
         }
     }
 
-    fn prefetch_panel(&self, row0: usize, nrows: usize, col0: usize, ncols: usize) {
+    fn prefetch_panel(&self, b: Block) {
+        let (row0, nrows, col0, ncols) = b.parts();
         let end_row = (row0 + nrows).min(self.rows);
         let end_col = (col0 + ncols).min(self.cols);
         for r in row0..end_row {

@@ -17,7 +17,7 @@
 
 use crate::cpu::Kernels;
 use crate::error::KernelError;
-use crate::weights::{prefetch_lines, PanelDecode};
+use crate::weights::{prefetch_lines, Block, PanelDecode};
 
 pub use clef_formats::q8::{is_valid_code, row_groups, GROUP, MAX_CODE};
 
@@ -108,31 +108,6 @@ impl<B: AsRef<[u8]> + Sync> Q8View<B> {
         assert!(row < self.rows && group < row_groups(self.cols));
         f16_at(self.row_scales(row), group)
     }
-
-    /// Decodes `out.len()` weights of row `row` from column `col0` on, with the decoder of
-    /// the kernel table `k`.
-    pub fn decode_row(&self, k: &Kernels, row: usize, col0: usize, out: &mut [f32]) {
-        assert!(row < self.rows && col0 + out.len() <= self.cols);
-        let n = out.len();
-        self.decode_panel(k, row, 1, col0, n, out, n);
-    }
-
-    /// The scalar twin of [`Q8View::decode_row`].
-    pub fn decode_row_scalar(&self, row: usize, col0: usize, out: &mut [f32]) {
-        assert!(row < self.rows && col0 + out.len() <= self.cols);
-        decode_scalar(self.row_codes(row), self.row_scales(row), col0, out);
-    }
-
-    /// The whole matrix as f32, row-major (tests and small tensors only).
-    pub fn dequantize(&self) -> Vec<f32> {
-        let mut out = vec![0.0f32; self.rows * self.cols];
-        if self.cols > 0 {
-            for (r, row) in out.chunks_exact_mut(self.cols).enumerate() {
-                self.decode_row_scalar(r, 0, row);
-            }
-        }
-        out
-    }
 }
 
 #[inline]
@@ -167,16 +142,8 @@ impl<B: AsRef<[u8]> + Sync> PanelDecode for Q8View<B> {
         self.cols
     }
 
-    fn decode_panel(
-        &self,
-        k: &Kernels,
-        row0: usize,
-        nrows: usize,
-        col0: usize,
-        ncols: usize,
-        out: &mut [f32],
-        ld: usize,
-    ) {
+    fn decode_panel(&self, k: &Kernels, b: Block, out: &mut [f32], ld: usize) {
+        let (row0, nrows, col0, ncols) = b.parts();
         assert!(row0 + nrows <= self.rows && col0 + ncols <= self.cols);
         if nrows == 0 || ncols == 0 {
             return;
@@ -199,7 +166,8 @@ impl<B: AsRef<[u8]> + Sync> PanelDecode for Q8View<B> {
         }
     }
 
-    fn prefetch_panel(&self, row0: usize, nrows: usize, col0: usize, ncols: usize) {
+    fn prefetch_panel(&self, b: Block) {
+        let (row0, nrows, col0, ncols) = b.parts();
         let end_row = (row0 + nrows).min(self.rows);
         let end_col = (col0 + ncols).min(self.cols);
         for r in row0..end_row {

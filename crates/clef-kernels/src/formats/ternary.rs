@@ -22,7 +22,7 @@
 
 use crate::cpu::Kernels;
 use crate::error::KernelError;
-use crate::weights::{prefetch_lines, PanelDecode};
+use crate::weights::{prefetch_lines, Block, PanelDecode};
 
 use clef_formats::ternary::DECODE_TABLE as TRITS;
 pub use clef_formats::ternary::{
@@ -112,31 +112,6 @@ impl<B: AsRef<[u8]> + Sync> TernaryView<B> {
     pub fn parts(&self) -> (&B, &B) {
         (&self.trits, &self.scales)
     }
-
-    /// Decodes `out.len()` weights of row `row` from column `col0` on, with the decoder of
-    /// the kernel table `k`.
-    pub fn decode_row(&self, k: &Kernels, row: usize, col0: usize, out: &mut [f32]) {
-        assert!(row < self.rows && col0 + out.len() <= self.cols);
-        let ncols = out.len();
-        self.decode_panel(k, row, 1, col0, ncols, out, ncols);
-    }
-
-    /// The scalar twin of [`TernaryView::decode_row`].
-    pub fn decode_row_scalar(&self, row: usize, col0: usize, out: &mut [f32]) {
-        assert!(row < self.rows && col0 + out.len() <= self.cols);
-        decode_scalar(self.row_trits(row), self.row_scales(row), col0, out);
-    }
-
-    /// The whole matrix as f32, row-major (tests and small tensors only).
-    pub fn dequantize(&self) -> Vec<f32> {
-        let mut out = vec![0.0f32; self.rows * self.cols];
-        if self.cols > 0 {
-            for (r, row) in out.chunks_exact_mut(self.cols).enumerate() {
-                self.decode_row_scalar(r, 0, row);
-            }
-        }
-        out
-    }
 }
 
 #[inline]
@@ -167,16 +142,8 @@ impl<B: AsRef<[u8]> + Sync> PanelDecode for TernaryView<B> {
         self.cols
     }
 
-    fn decode_panel(
-        &self,
-        k: &Kernels,
-        row0: usize,
-        nrows: usize,
-        col0: usize,
-        ncols: usize,
-        out: &mut [f32],
-        ld: usize,
-    ) {
+    fn decode_panel(&self, k: &Kernels, b: Block, out: &mut [f32], ld: usize) {
+        let (row0, nrows, col0, ncols) = b.parts();
         assert!(row0 + nrows <= self.rows && col0 + ncols <= self.cols);
         if nrows == 0 || ncols == 0 {
             return;
@@ -184,10 +151,11 @@ impl<B: AsRef<[u8]> + Sync> PanelDecode for TernaryView<B> {
         assert!(ld >= ncols && out.len() >= (nrows - 1) * ld + ncols);
         // SAFETY: the table's functions run on this CPU; the bounds asserted above cover every
         // row, packed byte and output element the decoders touch.
-        unsafe { (k.ternary_panel)(&self.as_slices(), row0, nrows, col0, ncols, out, ld) };
+        unsafe { (k.ternary_panel)(&self.as_slices(), b, out, ld) };
     }
 
-    fn prefetch_panel(&self, row0: usize, nrows: usize, col0: usize, ncols: usize) {
+    fn prefetch_panel(&self, b: Block) {
+        let (row0, nrows, col0, ncols) = b.parts();
         let end_row = (row0 + nrows).min(self.rows);
         let end_col = (col0 + ncols).min(self.cols);
         let rb = row_bytes(self.cols);
@@ -202,15 +170,8 @@ impl<B: AsRef<[u8]> + Sync> PanelDecode for TernaryView<B> {
 }
 
 /// The portable entry of the kernel table: each row by the scalar twin.
-pub(crate) fn panel_scalar(
-    v: &TernaryView<&[u8]>,
-    row0: usize,
-    nrows: usize,
-    col0: usize,
-    ncols: usize,
-    out: &mut [f32],
-    ld: usize,
-) {
+pub(crate) fn panel_scalar(v: &TernaryView<&[u8]>, b: Block, out: &mut [f32], ld: usize) {
+    let (row0, nrows, col0, ncols) = b.parts();
     for r in 0..nrows {
         let row = row0 + r;
         decode_scalar(
@@ -322,11 +283,11 @@ mod tests {
             let ld = n + 3;
             let mut want = vec![7.0f32; rows * ld];
             for r in 0..rows {
-                v.decode_row_scalar(r, c0, &mut want[r * ld..r * ld + n]);
+                v.decode_row(Kernels::portable(), r, c0, &mut want[r * ld..r * ld + n]);
             }
             for kt in Kernels::available() {
                 let mut got = vec![7.0f32; rows * ld];
-                v.decode_panel(kt, 0, rows, c0, n, &mut got, ld);
+                v.decode_panel(kt, Block::new(0, rows, c0, n), &mut got, ld);
                 prop_assert!(got.iter().zip(&want).all(|(x, y)| x.to_bits() == y.to_bits()),
                              "{:?} cols {} window {}..{}", kt, cols, c0, c1);
             }

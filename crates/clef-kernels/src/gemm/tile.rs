@@ -3,21 +3,24 @@
 
 use super::KC;
 
-/// `c[a·ldc + b] (+)= Σ_{kk < kc} A(a, kk) · x[kk·ldx + b]` for `a < MR`, `b < MP`, where the
-/// broadcast operand is `A(a, kk) = w[a·KC + kk]` (row-major panel, [`TileKernel::run`]) or
-/// `A(a, kk) = w[kk·sk + a]` (given transposed, [`TileKernel::run_transposed`]). When
-/// `accumulate` is false the tile is overwritten. Raw pointers: the safe wrappers check every
-/// extent first.
-pub(crate) type TileFn = unsafe fn(
-    kc: usize,
-    w: *const f32,
-    sk: usize,
-    x: *const f32,
-    ldx: usize,
-    c: *mut f32,
-    ldc: usize,
-    accumulate: bool,
-);
+/// The operands of one tile: `c[a·ldc + b] (+)= Σ_{kk < kc} A(a, kk) · x[kk·ldx + b]` for
+/// `a < MR`, `b < MP`, where the broadcast operand is `A(a, kk) = w[a·KC + kk]` (row-major panel,
+/// [`TileKernel::run`]) or `A(a, kk) = w[kk·sk + a]` (given transposed,
+/// [`TileKernel::run_transposed`]). When `accumulate` is false the tile is overwritten. Raw
+/// pointers: the safe wrappers check every extent first.
+pub(crate) struct TileArgs {
+    pub(crate) kc: usize,
+    pub(crate) w: *const f32,
+    pub(crate) sk: usize,
+    pub(crate) x: *const f32,
+    pub(crate) ldx: usize,
+    pub(crate) c: *mut f32,
+    pub(crate) ldc: usize,
+    pub(crate) accumulate: bool,
+}
+
+/// One tile ([`TileArgs`]).
+pub(crate) type TileFn = unsafe fn(&TileArgs);
 
 /// A micro-kernel pair with its tile shape, as the kernel table holds it (`crate::Kernels`:
 /// only functions this CPU runs), which is what makes the `run*` methods safe.
@@ -69,16 +72,16 @@ impl TileKernel {
         // every element read (`w[a·KC + kk]`, `x[kk·ldx + b]`) and written (`c[a·ldc + b]`)
         // for a < MR, b < MP, kk < kc.
         unsafe {
-            (self.row_major)(
+            (self.row_major)(&TileArgs {
                 kc,
-                w.as_ptr(),
-                1,
-                x.as_ptr(),
+                w: w.as_ptr(),
+                sk: 1,
+                x: x.as_ptr(),
                 ldx,
-                c.as_mut_ptr(),
+                c: c.as_mut_ptr(),
                 ldc,
                 accumulate,
-            )
+            })
         }
     }
 
@@ -104,16 +107,16 @@ impl TileKernel {
         }
         // SAFETY: as in `run`, with reads `w[kk·sk + a]` for a < MR, kk < kc covered above.
         unsafe {
-            (self.transposed)(
+            (self.transposed)(&TileArgs {
                 kc,
-                w.as_ptr(),
+                w: w.as_ptr(),
                 sk,
-                x.as_ptr(),
+                x: x.as_ptr(),
                 ldx,
-                c.as_mut_ptr(),
+                c: c.as_mut_ptr(),
                 ldc,
                 accumulate,
-            )
+            })
         }
     }
 }

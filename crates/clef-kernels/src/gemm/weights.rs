@@ -12,7 +12,7 @@ use super::transpose::transpose;
 use super::KC;
 use crate::cpu::Kernels;
 use crate::scratch;
-use crate::weights::PanelDecode;
+use crate::weights::{Block, PanelDecode};
 use rayon::prelude::*;
 use std::cell::RefCell;
 
@@ -97,7 +97,7 @@ fn pass<W: PanelDecode + ?Sized>(
             for kb in 0..kblocks {
                 let c0 = kb * KC;
                 let kc = KC.min(k - c0);
-                w.decode_panel(kt, r0, nr, c0, kc, wp, KC);
+                w.decode_panel(kt, Block::new(r0, nr, c0, kc), wp, KC);
                 let xkb = &xp[kb * kb_stride..(kb + 1) * kb_stride];
                 for jr in 0..groups {
                     let wg = &wp[jr * mr * KC..(jr + 1) * mr * KC];
@@ -110,7 +110,7 @@ fn pass<W: PanelDecode + ?Sized>(
                             let last = (r0 + jr * mr + mr * (p + 1) / panels).min(n);
                             let next = (kb + 1) * KC;
                             let cols = KC.min(k - next);
-                            w.prefetch_panel(first, last - first, next, cols);
+                            w.prefetch_panel(Block::new(first, last - first, next, cols));
                         }
                         kernel.run(
                             kc,
@@ -179,7 +179,7 @@ fn pass_few_rows<W: PanelDecode + ?Sized>(
             for kb in 0..kblocks {
                 let c0 = kb * KC;
                 let kc = KC.min(k - c0);
-                w.decode_panel(kt, r0, nr, c0, kc, decoded, KC);
+                w.decode_panel(kt, Block::new(r0, nr, c0, kc), decoded, KC);
                 for g in 0..nrpad / mp {
                     let panel = &mut panels[g * KC * mp..(g + 1) * KC * mp];
                     transpose(kt, &decoded[g * mp * KC..], KC, mp, kc, panel, mp);

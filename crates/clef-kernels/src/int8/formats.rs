@@ -9,6 +9,7 @@ use crate::cpu::Kernels;
 use crate::formats::affine4::Affine4View;
 use crate::formats::q8::Q8View;
 use crate::formats::ternary::{TernaryView, TRITS_PER_BYTE};
+use crate::weights::Block;
 use clef_formats::ternary::DECODE_TABLE;
 
 /// Group `g`'s BF16 value of a row's little-endian scales (or offsets), widened exactly.
@@ -55,15 +56,8 @@ impl<B: AsRef<[u8]> + Sync> Int8Weights for TernaryView<B> {
         CodeRange::Ternary
     }
 
-    fn decode_int8(
-        &self,
-        _k: &Kernels,
-        row0: usize,
-        nrows: usize,
-        col0: usize,
-        ncols: usize,
-        panel: &mut Int8Panel,
-    ) {
+    fn decode_int8(&self, _k: &Kernels, b: Block, panel: &mut Int8Panel) {
+        let (row0, nrows, col0, ncols) = b.parts();
         let (rows, cols) = (Int8Weights::rows(self), Int8Weights::cols(self));
         check_request(rows, cols, row0, nrows, col0, ncols, panel);
         let g0 = col0 / GROUP;
@@ -103,23 +97,16 @@ impl<B: AsRef<[u8]> + Sync> Int8Weights for Affine4View<B> {
         CodeRange::Nibble
     }
 
-    fn prefetch_int8(&self, row0: usize, nrows: usize, col0: usize, ncols: usize) {
-        crate::PanelDecode::prefetch_panel(self, row0, nrows, col0, ncols)
+    fn prefetch_int8(&self, b: Block) {
+        crate::PanelDecode::prefetch_panel(self, b)
     }
 
     fn has_offsets(&self) -> bool {
         true
     }
 
-    fn decode_int8(
-        &self,
-        k: &Kernels,
-        row0: usize,
-        nrows: usize,
-        col0: usize,
-        ncols: usize,
-        panel: &mut Int8Panel,
-    ) {
+    fn decode_int8(&self, k: &Kernels, b: Block, panel: &mut Int8Panel) {
+        let (row0, nrows, col0, ncols) = b.parts();
         let (rows, cols) = (Int8Weights::rows(self), Int8Weights::cols(self));
         check_request(rows, cols, row0, nrows, col0, ncols, panel);
         if nrows > 0 && ncols > 0 {
@@ -153,19 +140,12 @@ impl<B: AsRef<[u8]> + Sync> Int8Weights for Q8View<B> {
         CodeRange::Int8
     }
 
-    fn prefetch_int8(&self, row0: usize, nrows: usize, col0: usize, ncols: usize) {
-        crate::PanelDecode::prefetch_panel(self, row0, nrows, col0, ncols)
+    fn prefetch_int8(&self, b: Block) {
+        crate::PanelDecode::prefetch_panel(self, b)
     }
 
-    fn decode_int8(
-        &self,
-        _k: &Kernels,
-        row0: usize,
-        nrows: usize,
-        col0: usize,
-        ncols: usize,
-        panel: &mut Int8Panel,
-    ) {
+    fn decode_int8(&self, _k: &Kernels, b: Block, panel: &mut Int8Panel) {
+        let (row0, nrows, col0, ncols) = b.parts();
         let (rows, cols) = (Q8View::rows(self), Q8View::cols(self));
         check_request(rows, cols, row0, nrows, col0, ncols, panel);
         let g0 = col0 / GROUP;

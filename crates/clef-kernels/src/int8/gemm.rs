@@ -10,6 +10,7 @@ use crate::cpu::Kernels;
 use crate::formats::lowrank::LowRankF32;
 use crate::gemm::transpose::{transpose, SharedRows};
 use crate::gemm::weights::plan_blocks;
+use crate::weights::Block;
 use rayon::prelude::*;
 use std::cell::RefCell;
 
@@ -92,7 +93,7 @@ pub fn matmul_int8_reference<W: Int8Weights + ?Sized>(x: &[f32], m: usize, w: &W
                 sums: &mut sums,
                 gs: groups,
             };
-            w.decode_int8(portable, j, 1, 0, k, &mut panel);
+            w.decode_int8(portable, Block::new(j, 1, 0, k), &mut panel);
         }
         for i in 0..m {
             let mut acc = 0.0f32;
@@ -387,7 +388,7 @@ fn block<W: Int8Weights + ?Sized>(
                 sums: &mut s.corr,
                 gs: gpk,
             };
-            w.decode_int8(kt, r0, nr, c0, ncols, &mut panel);
+            w.decode_int8(kt, Block::new(r0, nr, c0, ncols), &mut panel);
         }
         if ncols < kc {
             // The last group's columns past the matrix are zero codes.
@@ -418,7 +419,7 @@ fn block<W: Int8Weights + ?Sized>(
                     let first = (r0 + jr * mr + mr * p / panels).min(n);
                     let last = (r0 + jr * mr + mr * (p + 1) / panels).min(n);
                     let next = (kb + 1) * KC;
-                    w.prefetch_int8(first, last - first, next, KC.min(k - next));
+                    w.prefetch_int8(Block::new(first, last - first, next, KC.min(k - next)));
                 }
                 let base = layout.offset(kb, p);
                 let panel = &packed[base..base + layout.panel_words];

@@ -69,6 +69,7 @@ impl CodeRange {
 }
 
 use crate::cpu::Kernels;
+use crate::weights::Block;
 
 /// One decoded weight panel: `nrows` rows of int8 codes (`codes[r·ld + c]`) and per (row, group)
 /// scales and offsets (`scales[r·gs + g]`, `offsets[r·gs + g]`; offsets only for formats with
@@ -104,17 +105,9 @@ pub trait Int8Weights: Sync {
     /// [`GROUP`]) into `panel`: codes at `panel.codes[r·ld + (c − col0)]`, and for each of the
     /// `ncols.div_ceil(GROUP)` groups its scale (and offset, and code sum) at `[r·gs + g]`,
     /// with the decoders of the kernel table `k`.
-    fn decode_int8(
-        &self,
-        k: &Kernels,
-        row0: usize,
-        nrows: usize,
-        col0: usize,
-        ncols: usize,
-        panel: &mut Int8Panel,
-    );
+    fn decode_int8(&self, k: &Kernels, b: Block, panel: &mut Int8Panel);
     /// Optional hint: the given block will be decoded soon.
-    fn prefetch_int8(&self, _row0: usize, _nrows: usize, _col0: usize, _ncols: usize) {}
+    fn prefetch_int8(&self, _b: Block) {}
 }
 
 /// A borrowed weight multiplies as the weight itself.
@@ -134,18 +127,12 @@ impl<W: Int8Weights + ?Sized> Int8Weights for &W {
     fn writes_sums(&self) -> bool {
         (**self).writes_sums()
     }
-    fn decode_int8(
-        &self,
-        k: &Kernels,
-        row0: usize,
-        nrows: usize,
-        col0: usize,
-        ncols: usize,
-        panel: &mut Int8Panel,
-    ) {
-        (**self).decode_int8(k, row0, nrows, col0, ncols, panel)
+    fn decode_int8(&self, k: &Kernels, b: Block, panel: &mut Int8Panel) {
+        let (row0, nrows, col0, ncols) = b.parts();
+        (**self).decode_int8(k, Block::new(row0, nrows, col0, ncols), panel)
     }
-    fn prefetch_int8(&self, row0: usize, nrows: usize, col0: usize, ncols: usize) {
-        (**self).prefetch_int8(row0, nrows, col0, ncols)
+    fn prefetch_int8(&self, b: Block) {
+        let (row0, nrows, col0, ncols) = b.parts();
+        (**self).prefetch_int8(Block::new(row0, nrows, col0, ncols))
     }
 }

@@ -9,6 +9,7 @@ use super::formats::bf16_at;
 use super::{CodeRange, Int8Panel, Int8Weights, GROUP};
 use crate::cpu::Kernels;
 use crate::formats::ternary::{TernaryView, TRITS_PER_BYTE};
+use crate::weights::Block;
 use clef_formats::ternary::DECODE_TABLE;
 use rayon::prelude::*;
 
@@ -107,7 +108,8 @@ impl Int8Weights for TernaryInt8<'_> {
         true
     }
 
-    fn prefetch_int8(&self, row0: usize, nrows: usize, col0: usize, ncols: usize) {
+    fn prefetch_int8(&self, b: Block) {
+        let (row0, nrows, col0, ncols) = b.parts();
         let p = self.planes;
         let row_len = p.groups * PLANE_BYTES;
         let (g0, g1) = (col0 / GROUP, (col0 + ncols).div_ceil(GROUP).min(p.groups));
@@ -121,15 +123,8 @@ impl Int8Weights for TernaryInt8<'_> {
         }
     }
 
-    fn decode_int8(
-        &self,
-        k: &Kernels,
-        row0: usize,
-        nrows: usize,
-        col0: usize,
-        ncols: usize,
-        panel: &mut Int8Panel,
-    ) {
+    fn decode_int8(&self, k: &Kernels, b: Block, panel: &mut Int8Panel) {
+        let (row0, nrows, col0, ncols) = b.parts();
         let p = self.planes;
         assert!(row0 + nrows <= p.rows && col0 + ncols <= p.cols);
         assert!(col0.is_multiple_of(GROUP));

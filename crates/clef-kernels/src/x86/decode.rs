@@ -87,73 +87,68 @@ fn blocks_of(c: usize, remaining: usize, block: usize) -> usize {
     (Q8_GROUP - c % Q8_GROUP).min(remaining) / block * block
 }
 
-/// One q8 row's columns `c0..c0 + out.len()` (the kernel table's entry): each group in turn,
-/// whole 8-column blocks in vector code, the group's remainder scalar.
+/// One q8 row's columns `c0..c0 + out.len()`, each group in turn: its whole blocks of `BLOCK`
+/// columns by `blocks(dst, codes, count, scale)` (vector code, one scale), the group's remainder
+/// by the scalar twin. Inlined into the `#[target_feature]` entries below.
+#[inline(always)]
+unsafe fn q8_row<const BLOCK: usize>(
+    codes: &[u8],
+    scales: &[u8],
+    c0: usize,
+    out: &mut [f32],
+    blocks: impl Fn(*mut f32, *const u8, usize, f32),
+) {
+    let n = out.len();
+    let o = out.as_mut_ptr();
+    let mut i = 0;
+    while i < n {
+        let c = c0 + i;
+        let in_group = (Q8_GROUP - c % Q8_GROUP).min(n - i);
+        let whole = blocks_of(c, n - i, BLOCK);
+        if whole > 0 {
+            // columns c .. c + whole lie inside the group, hence inside the row
+            blocks(
+                o.add(i),
+                codes.as_ptr().add(c),
+                whole,
+                scale_f16c(scales, c / Q8_GROUP),
+            );
+        }
+        let rest = &mut out[i + whole..i + in_group];
+        crate::formats::q8::decode_scalar(codes, scales, c + whole, rest);
+        i += in_group;
+    }
+}
+
+/// One q8 row's columns `c0..c0 + out.len()` (the kernel table's entry), 8 codes per step:
+/// sign-extended, converted and multiplied by the group's scale.
 ///
 /// # Safety
 /// AVX2 and F16C; `codes` and `scales` are the whole row's, and the columns lie inside it.
 #[target_feature(enable = "avx2,f16c")]
 pub(crate) unsafe fn q8_avx2(codes: &[u8], scales: &[u8], c0: usize, out: &mut [f32]) {
-    let n = out.len();
-    let o = out.as_mut_ptr();
-    let mut i = 0;
-    while i < n {
-        let c = c0 + i;
-        let in_group = (Q8_GROUP - c % Q8_GROUP).min(n - i);
-        let whole = blocks_of(c, n - i, 8);
-        if whole > 0 {
-            let s = _mm256_set1_ps(scale_f16c(scales, c / Q8_GROUP));
-            let mut k = 0;
-            while k < whole {
-                // columns c + k .. c + k + 8 lie inside the group, hence inside the row
-                let bytes = _mm_loadl_epi64(codes.as_ptr().add(c + k) as *const __m128i);
-                let q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes));
-                _mm256_storeu_ps(o.add(i + k), _mm256_mul_ps(s, q));
-                k += 8;
-            }
+    q8_row::<8>(codes, scales, c0, out, |dst, src, whole, scale| {
+        let s = _mm256_set1_ps(scale);
+        for k in (0..whole).step_by(8) {
+            let q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(src.add(k).cast())));
+            _mm256_storeu_ps(dst.add(k), _mm256_mul_ps(s, q));
         }
-        crate::formats::q8::decode_scalar(
-            codes,
-            scales,
-            c + whole,
-            &mut out[i + whole..i + in_group],
-        );
-        i += in_group;
-    }
+    })
 }
 
-/// [`q8_avx2`] with 16-column blocks.
+/// [`q8_avx2`] with 16 codes per step.
 ///
 /// # Safety
 /// AVX-512F, AVX2 and F16C; extents as [`q8_avx2`].
 #[target_feature(enable = "avx512f,avx2,f16c")]
 pub(crate) unsafe fn q8_avx512(codes: &[u8], scales: &[u8], c0: usize, out: &mut [f32]) {
-    let n = out.len();
-    let o = out.as_mut_ptr();
-    let mut i = 0;
-    while i < n {
-        let c = c0 + i;
-        let in_group = (Q8_GROUP - c % Q8_GROUP).min(n - i);
-        let whole = blocks_of(c, n - i, 16);
-        if whole > 0 {
-            let s = _mm512_set1_ps(scale_f16c(scales, c / Q8_GROUP));
-            let mut k = 0;
-            while k < whole {
-                // columns c + k .. c + k + 16 lie inside the group, hence inside the row
-                let bytes = _mm_loadu_si128(codes.as_ptr().add(c + k) as *const __m128i);
-                let q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes));
-                _mm512_storeu_ps(o.add(i + k), _mm512_mul_ps(s, q));
-                k += 16;
-            }
+    q8_row::<16>(codes, scales, c0, out, |dst, src, whole, scale| {
+        let s = _mm512_set1_ps(scale);
+        for k in (0..whole).step_by(16) {
+            let q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(src.add(k).cast())));
+            _mm512_storeu_ps(dst.add(k), _mm512_mul_ps(s, q));
         }
-        crate::formats::q8::decode_scalar(
-            codes,
-            scales,
-            c + whole,
-            &mut out[i + whole..i + in_group],
-        );
-        i += in_group;
-    }
+    })
 }
 
 // ---- LUT-6: a quad-aligned run; the vector loops take whole 8- or 16-index blocks whose byte

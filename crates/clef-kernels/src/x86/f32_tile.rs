@@ -1,197 +1,124 @@
 //! The f32 micro-kernels (see `crate::gemm::tile` for the contract) and the transposition that
 //! ends every weight-product block.
 
-use crate::gemm::{TileKernel, KC};
+use crate::gemm::TileKernel;
 use std::arch::x86_64::*;
 
-/// The AVX2 + FMA tile.
-pub(crate) fn avx2() -> TileKernel {
-    TileKernel {
-        mr: avx2::MR,
-        mp: avx2::MP,
-        row_major: avx2::row_major,
-        transposed: avx2::transposed,
-    }
-}
+/// The micro-kernel of one register width as a module `$module`: an `MR × (NV · lanes)` tile of
+/// `$vec` accumulators, each step loading `NV` activation vectors and broadcasting `MR` weights,
+/// with fused multiply-adds, compiled with `$features`.
+macro_rules! tile {
+    ($module:ident, $features:literal, MR = $mr:expr, NV = $nv:expr, lanes = $lanes:expr,
+     $vec:ty, $zero:ident, $load:ident, $store:ident, $fmadd:ident, $broadcast:ident) => {
+        mod $module {
+            use crate::gemm::tile::TileArgs;
+            use crate::gemm::KC;
+            use std::arch::x86_64::*;
 
-/// The AVX-512 tile.
-pub(crate) fn avx512() -> TileKernel {
-    TileKernel {
-        mr: avx512::MR,
-        mp: avx512::MP,
-        row_major: avx512::row_major,
-        transposed: avx512::transposed,
-    }
-}
+            pub(super) const MR: usize = $mr;
+            const NV: usize = $nv;
+            pub(super) const MP: usize = $lanes * NV;
 
-/// AVX2 + FMA micro-kernel: 6 × 16 tile, 12 accumulators + 2 vector loads + 1 broadcast of the
-/// 16 ymm registers.
-mod avx2 {
-    use super::KC;
-    use std::arch::x86_64::*;
+            /// Shared body; the broadcast operand is `w[a·SA + kk·sk]`. Inlined into the
+            /// `#[target_feature]` entry points below, which is where it gets its instructions.
+            #[inline(always)]
+            unsafe fn body<const SA: usize>(t: &TileArgs) {
+                let mut acc = [[$zero(); NV]; MR];
+                if t.accumulate {
+                    for (a, row) in acc.iter_mut().enumerate() {
+                        for (v, r) in row.iter_mut().enumerate() {
+                            *r = $load(t.c.add(a * t.ldc + $lanes * v));
+                        }
+                    }
+                }
+                let mut wp = t.w;
+                let mut xp = t.x;
+                for _ in 0..t.kc {
+                    let mut xv = [$zero(); NV];
+                    for (v, r) in xv.iter_mut().enumerate() {
+                        *r = $load(xp.add($lanes * v));
+                    }
+                    for (a, row) in acc.iter_mut().enumerate() {
+                        let wa: $vec = super::$broadcast(wp.add(a * SA));
+                        for (r, &xr) in row.iter_mut().zip(&xv) {
+                            *r = $fmadd(wa, xr, *r);
+                        }
+                    }
+                    wp = wp.add(t.sk);
+                    xp = xp.add(t.ldx);
+                }
+                for (a, row) in acc.iter().enumerate() {
+                    for (v, &r) in row.iter().enumerate() {
+                        $store(t.c.add(a * t.ldc + $lanes * v), r);
+                    }
+                }
+            }
 
-    pub(super) const MR: usize = 6;
-    const NV: usize = 2;
-    pub(super) const MP: usize = 8 * NV;
+            /// See `crate::gemm::tile::TileFn` (row-major panel: `sk` is 1, rows `KC` apart).
+            #[target_feature(enable = $features)]
+            pub(super) unsafe fn row_major(t: &TileArgs) {
+                body::<KC>(t)
+            }
 
-    /// Shared body; the broadcast operand is `w[a·SA + kk·sk]`. Inlined into the
-    /// `#[target_feature]` entry points below, which is where it gets its instruction set.
-    #[inline(always)]
-    unsafe fn body<const SA: usize>(
-        kc: usize,
-        w: *const f32,
-        sk: usize,
-        x: *const f32,
-        ldx: usize,
-        c: *mut f32,
-        ldc: usize,
-        accumulate: bool,
-    ) {
-        let mut acc = [[_mm256_setzero_ps(); NV]; MR];
-        if accumulate {
-            for (a, row) in acc.iter_mut().enumerate() {
-                for (v, r) in row.iter_mut().enumerate() {
-                    *r = _mm256_loadu_ps(c.add(a * ldc + 8 * v));
+            /// See `crate::gemm::tile::TileFn` (transposed broadcast operand).
+            #[target_feature(enable = $features)]
+            pub(super) unsafe fn transposed(t: &TileArgs) {
+                body::<1>(t)
+            }
+        }
+
+        impl TileKernel {
+            /// The tile of this width.
+            pub(crate) fn $module() -> TileKernel {
+                TileKernel {
+                    mr: $module::MR,
+                    mp: $module::MP,
+                    row_major: $module::row_major,
+                    transposed: $module::transposed,
                 }
             }
         }
-        let mut wp = w;
-        let mut xp = x;
-        for _ in 0..kc {
-            let mut xv = [_mm256_setzero_ps(); NV];
-            for (v, r) in xv.iter_mut().enumerate() {
-                *r = _mm256_loadu_ps(xp.add(8 * v));
-            }
-            for (a, row) in acc.iter_mut().enumerate() {
-                let wa = _mm256_broadcast_ss(&*wp.add(a * SA));
-                for (r, &xr) in row.iter_mut().zip(&xv) {
-                    *r = _mm256_fmadd_ps(wa, xr, *r);
-                }
-            }
-            wp = wp.add(sk);
-            xp = xp.add(ldx);
-        }
-        for (a, row) in acc.iter().enumerate() {
-            for (v, &r) in row.iter().enumerate() {
-                _mm256_storeu_ps(c.add(a * ldc + 8 * v), r);
-            }
-        }
-    }
-
-    /// See [`crate::gemm::tile::TileFn`] (row-major panel); requires AVX2 and FMA.
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn row_major(
-        kc: usize,
-        w: *const f32,
-        _sk: usize,
-        x: *const f32,
-        ldx: usize,
-        c: *mut f32,
-        ldc: usize,
-        accumulate: bool,
-    ) {
-        body::<KC>(kc, w, 1, x, ldx, c, ldc, accumulate)
-    }
-
-    /// See [`crate::gemm::tile::TileFn`] (transposed broadcast operand); requires AVX2 and FMA.
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn transposed(
-        kc: usize,
-        w: *const f32,
-        sk: usize,
-        x: *const f32,
-        ldx: usize,
-        c: *mut f32,
-        ldc: usize,
-        accumulate: bool,
-    ) {
-        body::<1>(kc, w, sk, x, ldx, c, ldc, accumulate)
-    }
+    };
 }
 
-/// AVX-512 micro-kernel: 12 × 32 tile, 24 zmm accumulators + 2 vector loads + a broadcast.
-mod avx512 {
-    use super::KC;
-    use std::arch::x86_64::*;
-
-    pub(super) const MR: usize = 12;
-    const NV: usize = 2;
-    pub(super) const MP: usize = 16 * NV;
-
-    /// Shared body; the broadcast operand is `w[a·SA + kk·sk]`. Inlined into the
-    /// `#[target_feature]` entry points below, which is where it gets its instruction set.
-    #[inline(always)]
-    unsafe fn body<const SA: usize>(
-        kc: usize,
-        w: *const f32,
-        sk: usize,
-        x: *const f32,
-        ldx: usize,
-        c: *mut f32,
-        ldc: usize,
-        accumulate: bool,
-    ) {
-        let mut acc = [[_mm512_setzero_ps(); NV]; MR];
-        if accumulate {
-            for (a, row) in acc.iter_mut().enumerate() {
-                for (v, r) in row.iter_mut().enumerate() {
-                    *r = _mm512_loadu_ps(c.add(a * ldc + 16 * v));
-                }
-            }
-        }
-        let mut wp = w;
-        let mut xp = x;
-        for _ in 0..kc {
-            let mut xv = [_mm512_setzero_ps(); NV];
-            for (v, r) in xv.iter_mut().enumerate() {
-                *r = _mm512_loadu_ps(xp.add(16 * v));
-            }
-            for (a, row) in acc.iter_mut().enumerate() {
-                let wa = _mm512_set1_ps(*wp.add(a * SA));
-                for (r, &xr) in row.iter_mut().zip(&xv) {
-                    *r = _mm512_fmadd_ps(wa, xr, *r);
-                }
-            }
-            wp = wp.add(sk);
-            xp = xp.add(ldx);
-        }
-        for (a, row) in acc.iter().enumerate() {
-            for (v, &r) in row.iter().enumerate() {
-                _mm512_storeu_ps(c.add(a * ldc + 16 * v), r);
-            }
-        }
-    }
-
-    /// See [`crate::gemm::tile::TileFn`] (row-major panel); requires AVX-512F.
-    #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn row_major(
-        kc: usize,
-        w: *const f32,
-        _sk: usize,
-        x: *const f32,
-        ldx: usize,
-        c: *mut f32,
-        ldc: usize,
-        accumulate: bool,
-    ) {
-        body::<KC>(kc, w, 1, x, ldx, c, ldc, accumulate)
-    }
-
-    /// See [`crate::gemm::tile::TileFn`] (transposed broadcast operand); requires AVX-512F.
-    #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn transposed(
-        kc: usize,
-        w: *const f32,
-        sk: usize,
-        x: *const f32,
-        ldx: usize,
-        c: *mut f32,
-        ldc: usize,
-        accumulate: bool,
-    ) {
-        body::<1>(kc, w, sk, x, ldx, c, ldc, accumulate)
-    }
+#[inline(always)]
+unsafe fn broadcast256(p: *const f32) -> __m256 {
+    _mm256_broadcast_ss(&*p)
 }
+
+#[inline(always)]
+unsafe fn broadcast512(p: *const f32) -> __m512 {
+    _mm512_set1_ps(*p)
+}
+
+// AVX2 + FMA: 6 × 16, 12 accumulators + 2 vector loads + 1 broadcast of the 16 ymm registers.
+tile!(
+    avx2,
+    "avx2,fma",
+    MR = 6,
+    NV = 2,
+    lanes = 8,
+    __m256,
+    _mm256_setzero_ps,
+    _mm256_loadu_ps,
+    _mm256_storeu_ps,
+    _mm256_fmadd_ps,
+    broadcast256
+);
+// AVX-512: 12 × 32, 24 zmm accumulators + 2 vector loads + a broadcast.
+tile!(
+    avx512,
+    "avx512f",
+    MR = 12,
+    NV = 2,
+    lanes = 16,
+    __m512,
+    _mm512_setzero_ps,
+    _mm512_loadu_ps,
+    _mm512_storeu_ps,
+    _mm512_fmadd_ps,
+    broadcast512
+);
 
 /// 8 × 8 blocks through registers (unpack pairs, then quads, then 128-bit halves), the
 /// edges by the scalar twin.

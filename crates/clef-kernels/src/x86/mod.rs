@@ -14,6 +14,7 @@ pub(crate) mod ternary;
 
 use crate::cpu::table::Vector;
 use crate::cpu::{Family, Feature, Features, Kernels, Level};
+use crate::gemm::TileKernel;
 use std::arch::x86_64::{__cpuid, __cpuid_count, _xgetbv};
 
 /// The x86-64 features of [`Feature`] that have code here or are reported by `clef bench`.
@@ -129,7 +130,7 @@ pub(crate) fn install(k: &mut Kernels, f: Features) {
     if has(&[Avx2]) {
         let c = &compiled::AVX2;
         k.vector = Vector::Avx2;
-        k.f32_tile = f32_tile::avx2();
+        k.f32_tile = TileKernel::avx2();
         k.transpose = f32_tile::transpose_avx2;
         k.widen_bf16 = decode::bf16_avx2;
         k.widen_f16 = decode::f16_avx2;
@@ -169,7 +170,7 @@ pub(crate) fn install(k: &mut Kernels, f: Features) {
     if has(&[Avx2, Avx512F]) {
         let c = &compiled::AVX512;
         k.vector = Vector::Avx512;
-        k.f32_tile = f32_tile::avx512();
+        k.f32_tile = TileKernel::avx512();
         k.widen_bf16 = decode::bf16_avx512;
         k.widen_f16 = decode::f16_avx512;
         k.q8_row = decode::q8_avx512;

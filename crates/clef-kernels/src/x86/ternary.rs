@@ -6,6 +6,7 @@ use crate::formats::ternary::{
     decode_scalar, prefetch_l1, row_bytes, scale_at, TernaryView, GROUP, MAX_BYTE,
     PREFETCH_ROWS_AHEAD, TRITS_PER_BYTE,
 };
+use crate::weights::Block;
 use clef_formats::ternary::DECODE_TABLE as TRITS;
 use std::arch::x86_64::*;
 
@@ -16,15 +17,8 @@ use std::arch::x86_64::*;
 /// AVX2; rows `row0..row0 + nrows` and columns `col0..col0 + ncols` lie inside `v`, and `out`
 /// holds `(nrows − 1)·ld + ncols` values with `ld ≥ ncols`.
 #[target_feature(enable = "avx2")]
-pub(crate) unsafe fn panel_avx2(
-    v: &TernaryView<&[u8]>,
-    row0: usize,
-    nrows: usize,
-    col0: usize,
-    ncols: usize,
-    out: &mut [f32],
-    ld: usize,
-) {
+pub(crate) unsafe fn panel_avx2(v: &TernaryView<&[u8]>, b: Block, out: &mut [f32], ld: usize) {
+    let (row0, nrows, col0, ncols) = b.parts();
     let (first, last) = (
         col0 / TRITS_PER_BYTE,
         (col0 + ncols).div_ceil(TRITS_PER_BYTE),
@@ -46,19 +40,11 @@ pub(crate) unsafe fn panel_avx2(
 /// # Safety
 /// AVX-512F/BW/VBMI and AVX2; extents as [`panel_avx2`].
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi,avx2")]
-pub(crate) unsafe fn panel_vbmi(
-    v: &TernaryView<&[u8]>,
-    row0: usize,
-    nrows: usize,
-    col0: usize,
-    ncols: usize,
-    out: &mut [f32],
-    ld: usize,
-) {
-    if col0.is_multiple_of(16) {
-        blocks_vbmi(v, row0, nrows, col0, ncols, out, ld);
+pub(crate) unsafe fn panel_vbmi(v: &TernaryView<&[u8]>, b: Block, out: &mut [f32], ld: usize) {
+    if b.col0.is_multiple_of(16) {
+        blocks_vbmi(v, b, out, ld);
     } else {
-        panel_avx2(v, row0, nrows, col0, ncols, out, ld);
+        panel_avx2(v, b, out, ld);
     }
 }
 
@@ -220,15 +206,8 @@ static BLOCKS: BlockTables = block_tables();
 /// multiple of 16). Whole 16-column blocks take the permute path; the last partial block is
 /// scalar.
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
-unsafe fn blocks_vbmi(
-    v: &TernaryView<&[u8]>,
-    row0: usize,
-    nrows: usize,
-    col0: usize,
-    ncols: usize,
-    out: &mut [f32],
-    ld: usize,
-) {
+unsafe fn blocks_vbmi(v: &TernaryView<&[u8]>, b: Block, out: &mut [f32], ld: usize) {
+    let (row0, nrows, col0, ncols) = b.parts();
     let phase = col0 % TRITS_PER_BYTE;
     let first_byte = col0 / TRITS_PER_BYTE;
     let gather = &BLOCKS.gather[phase];

@@ -9,7 +9,7 @@ use crate::tensor::{Dtype, Tensor};
 use clef_formats::affine4;
 use clef_kernels::formats::affine4::Affine4View;
 use clef_kernels::int8::matmul_int8;
-use clef_kernels::{matmul_panels, Kernels};
+use clef_kernels::{matmul_panels, Kernels, PanelDecode};
 
 pub struct Affine4 {
     view: Affine4View<Tensor>,

@@ -6,7 +6,7 @@ use crate::checkpoint::TensorSet;
 use crate::error::Result;
 use crate::tensor::{Dtype, Tensor};
 use clef_formats::{dense, dense_name};
-use clef_kernels::{matmul_panels, Kernels, PanelDecode, WeightView};
+use clef_kernels::{matmul_panels, Block, Kernels, PanelDecode, WeightView};
 
 pub struct Dense {
     view: WeightView<Tensor>,
@@ -59,7 +59,7 @@ impl Weight for Dense {
     fn row(&self, r: usize, out: &mut [f32]) {
         let cols = self.view.cols();
         self.view
-            .decode_panel(Kernels::detected(), r, 1, 0, cols, out, cols);
+            .decode_panel(Kernels::detected(), Block::new(r, 1, 0, cols), out, cols);
     }
 
     fn resident_bytes(&self) -> usize {

@@ -7,7 +7,7 @@ use crate::error::{ModelError, Result};
 use crate::tensor::{Dtype, Tensor};
 use clef_formats::lut6;
 use clef_kernels::formats::lut6::{widen_f16_tables, Lut6View};
-use clef_kernels::{matmul_panels, Kernels};
+use clef_kernels::{matmul_panels, Kernels, PanelDecode};
 
 pub struct Lut6 {
     view: Lut6View<Tensor, Vec<f32>>,

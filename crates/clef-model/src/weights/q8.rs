@@ -9,7 +9,7 @@ use crate::tensor::{Dtype, Tensor};
 use clef_formats::q8;
 use clef_kernels::formats::q8::Q8View;
 use clef_kernels::int8::matmul_int8;
-use clef_kernels::{matmul_panels, Kernels};
+use clef_kernels::{matmul_panels, Kernels, PanelDecode};
 
 pub struct Q8 {
     view: Q8View<Tensor>,

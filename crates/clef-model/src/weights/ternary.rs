@@ -10,7 +10,7 @@ use crate::tensor::{Dtype, Tensor};
 use clef_formats::ternary;
 use clef_kernels::formats::ternary::TernaryView;
 use clef_kernels::int8::{matmul_int8, TernaryInt8, TernaryPlanes};
-use clef_kernels::{matmul_panels, Kernels};
+use clef_kernels::{matmul_panels, Kernels, PanelDecode};
 use std::sync::OnceLock;
 
 pub struct Ternary {
