@@ -110,6 +110,8 @@ pub struct Timings {
     pub resumed_rows: usize,
 }
 
+/// A loaded model: its configs, the backbone, the joint head, `lm_head` and the vision tower.
+/// The parts are read through methods, so that what a model holds can change behind them.
 pub struct Model {
     pub dir: PathBuf,
     pub config: ModelConfig,
@@ -204,6 +206,55 @@ impl Model {
             vision,
             format,
         })
+    }
+
+    /// The folder the model was loaded from.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// `config.json` as read.
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    /// `joint_head_config.json` as read.
+    pub fn head_config(&self) -> &HeadConfig {
+        &self.head_config
+    }
+
+    pub fn backbone(&self) -> &Backbone {
+        &self.backbone
+    }
+
+    /// The backbone to change in place: a converter replacing linears or the embedding as it
+    /// quantizes, or freeing layers it has finished with.
+    pub fn backbone_mut(&mut self) -> &mut Backbone {
+        &mut self.backbone
+    }
+
+    pub fn head(&self) -> &JointHead {
+        &self.head
+    }
+
+    /// The rows the head's lexical vectors are read from (the embedding table when tied).
+    pub fn lm_head(&self) -> &RowTable {
+        &self.lm_head
+    }
+
+    /// The vision tower; `None` for a text-only model.
+    pub fn vision(&self) -> Option<&VisionTower> {
+        self.vision.as_ref()
+    }
+
+    /// Take the vision tower out, leaving a text-only model (which refuses media).
+    pub fn take_vision(&mut self) -> Option<VisionTower> {
+        self.vision.take()
+    }
+
+    /// The bundle's format (from its manifest); `None` for a release.
+    pub fn format(&self) -> Option<BundleFormat> {
+        self.format
     }
 
     /// Whether any backbone linear has integer codes (q8, ternary, 4-bit), i.e. can run
