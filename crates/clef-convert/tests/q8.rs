@@ -169,8 +169,8 @@ fn tiny_a_converts_verifies_loads_and_stays_within_half_a_scale() {
 
     // the runtime recognises the format
     let model = Model::load(&dest).unwrap();
-    assert_eq!(model.format, Some(FORMAT));
-    let l0 = &model.backbone.layers[0];
+    assert_eq!(model.format(), Some(FORMAT));
+    let l0 = &model.backbone().layers[0];
     let clef_model::backbone::Mixer::DeltaNet(d) = &l0.mixer else {
         panic!("layer 0 is DeltaNet")
     };
@@ -180,7 +180,7 @@ fn tiny_a_converts_verifies_loads_and_stays_within_half_a_scale() {
     assert!(matches!(l0.mlp.up.weight, LinearWeight::Q8(ref w) if !w.rotated));
     assert!(matches!(l0.mlp.down.weight, LinearWeight::Q8(ref w) if w.rotated));
     assert!(matches!(
-        model.lm_head,
+        model.lm_head(),
         clef_model::rows::RowTable::Dense(_)
     ));
     drop(model);
@@ -218,7 +218,7 @@ fn nano_golden_requests_agree_with_the_release() {
     let bundle = root.path().join("nano-q8");
     convert_q8(&model_dir("nano"), &bundle, false, None, false).unwrap();
     let (q, r) = (engine(&bundle), engine(&model_dir("nano")));
-    assert_eq!(q.model.format, Some(BundleFormat::Q8));
+    assert_eq!(q.model().format(), Some(BundleFormat::Q8));
     let Fidelity {
         flipped,
         worst_dp: worst,
@@ -299,9 +299,15 @@ fn tiny_a_bundle_computes_exactly_its_dequantized_weights() {
     let dense = root.path().join("dequantized");
     dequantized_release(&release, &bundle, &dense);
     let (q, d) = (Model::load(&bundle).unwrap(), Model::load(&dense).unwrap());
-    assert_eq!(d.format, None);
+    assert_eq!(d.format(), None);
     let (mut checked, mut rotated) = (0, 0);
-    for (layer, (lq, ld)) in q.backbone.layers.iter().zip(&d.backbone.layers).enumerate() {
+    for (layer, (lq, ld)) in q
+        .backbone()
+        .layers
+        .iter()
+        .zip(&d.backbone().layers)
+        .enumerate()
+    {
         for &kind in lq.linear_kinds() {
             let (a, b) = (lq.linear(kind).unwrap(), ld.linear(kind).unwrap());
             assert!(matches!(b.weight, LinearWeight::Dense(_)));

@@ -99,7 +99,7 @@ fn tiny_a_converts_loads_answers_and_exports_to_mlx() {
 
     // the runtime recognises every format
     let model = Model::load(&dest).unwrap();
-    let l0 = &model.backbone.layers[0];
+    let l0 = &model.backbone().layers[0];
     let clef_model::backbone::Mixer::DeltaNet(d) = &l0.mixer else {
         panic!("layer 0 is DeltaNet")
     };
@@ -108,7 +108,7 @@ fn tiny_a_converts_loads_answers_and_exports_to_mlx() {
     assert!(matches!(d.in_proj_a.weight, LinearWeight::Dense(_)));
     assert!(matches!(l0.mlp.down.weight, LinearWeight::Ternary(_)));
     assert!(matches!(
-        model.lm_head,
+        model.lm_head(),
         clef_model::rows::RowTable::Affine4 { .. }
     ));
     drop(model);
@@ -435,7 +435,7 @@ fn spilled_activations_change_no_byte_and_passes_are_counted() {
     assert!(kept_bytes == spilled_bytes, "spilling changed the bundle");
     let layers = Model::load(&fixture("tiny-a"))
         .unwrap()
-        .backbone
+        .backbone()
         .layers
         .len();
     for r in [&kept, &spilled] {

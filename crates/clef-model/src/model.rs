@@ -113,15 +113,15 @@ pub struct Timings {
 /// A loaded model: its configs, the backbone, the joint head, `lm_head` and the vision tower.
 /// The parts are read through methods, so that what a model holds can change behind them.
 pub struct Model {
-    pub dir: PathBuf,
-    pub config: ModelConfig,
-    pub head_config: HeadConfig,
-    pub backbone: Backbone,
-    pub head: JointHead,
-    pub lm_head: RowTable,
-    pub vision: Option<VisionTower>,
+    pub(crate) dir: PathBuf,
+    pub(crate) config: ModelConfig,
+    pub(crate) head_config: HeadConfig,
+    pub(crate) backbone: Backbone,
+    pub(crate) head: JointHead,
+    pub(crate) lm_head: RowTable,
+    pub(crate) vision: Option<VisionTower>,
     /// The bundle's format (from its manifest); None for a release.
-    pub format: Option<BundleFormat>,
+    pub(crate) format: Option<BundleFormat>,
 }
 
 impl Model {
@@ -218,11 +218,6 @@ impl Model {
         &self.config
     }
 
-    /// `joint_head_config.json` as read.
-    pub fn head_config(&self) -> &HeadConfig {
-        &self.head_config
-    }
-
     pub fn backbone(&self) -> &Backbone {
         &self.backbone
     }
@@ -231,10 +226,6 @@ impl Model {
     /// quantizes, or freeing layers it has finished with.
     pub fn backbone_mut(&mut self) -> &mut Backbone {
         &mut self.backbone
-    }
-
-    pub fn head(&self) -> &JointHead {
-        &self.head
     }
 
     /// The rows the head's lexical vectors are read from (the embedding table when tied).

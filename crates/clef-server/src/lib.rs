@@ -37,10 +37,11 @@ pub mod routes;
 pub mod server;
 pub mod state;
 
+pub use clef_engine::Revision;
 pub use config::{ConfigError, ServerConfig};
 pub use failures::api_error;
 pub use launch::{serve_blocking, Launch, LaunchError};
-pub use loaded::{load_model, LoadedModel, ModelLoadError, Revision};
+pub use loaded::{load_model, LoadedModel, ModelLoadError};
 pub use names::{NameError, NameOptions, ServedNames};
 pub use pipeline::Shape;
 pub use routes::router;

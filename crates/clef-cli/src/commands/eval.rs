@@ -128,7 +128,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
             engine_args.activations = super::settings::ActivationsArg::F32;
             // and sees images resized exactly as the compared model does (a LUT-6 bundle
             // lowers the budget to 262,144 px)
-            engine_args.max_image_pixels = Some(model.config.media.max_image_pixels);
+            engine_args.max_image_pixels = Some(model.media_limits().max_image_pixels);
             engine_args.matmul = super::settings::MatmulArgs {
                 mode: args.reference_matmul,
             };

@@ -229,7 +229,7 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
                     clef_model::tensor::Tensor::owned(name, dtype, shape, bytes)
                 };
                 use clef_model::tensor::Dtype;
-                engine.model.backbone.embed = clef_model::rows::RowTable::affine4(
+                engine.model_mut().backbone_mut().embed = clef_model::rows::RowTable::affine4(
                     owned(
                         clef_formats::affine4::codes_name(p),
                         Dtype::U8,
@@ -258,7 +258,7 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
             report.calib_invalid = set.skipped_invalid.clone();
             // the activation budget is shared by the two alternating stores
             let budget = opts.activation_budget / 2;
-            let layers = engine.model.backbone.layers.len();
+            let layers = engine.model().backbone().layers.len();
             // a resumed run whose layers are all done goes straight to the tables
             if (0..layers).any(|li| !journal.is_done(&calibrate::layer_unit(li))) {
                 progress.stage("embedding calibration records");
@@ -273,7 +273,7 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
                     times: calibrate::CalibrationTimes::default(),
                 };
                 report.activations_spilled = calibrate::quantize_backbone(
-                    &mut engine.model.backbone,
+                    engine.model_mut().backbone_mut(),
                     &opts.recipe,
                     &set,
                     input,

@@ -130,10 +130,10 @@ impl Decision {
 }
 
 pub struct Engine {
-    pub model: Model,
-    pub encoder: Encoder,
-    pub processor: ProcessorConfig,
-    pub config: EngineConfig,
+    model: Model,
+    encoder: Encoder,
+    processor: ProcessorConfig,
+    config: EngineConfig,
     dir: PathBuf,
     /// What identifies the loaded weights for the state cache (`load::identity`).
     identity: [u8; 32],
@@ -177,11 +177,6 @@ impl Engine {
     /// The image and video processor settings media are cut into patches with.
     pub fn processor(&self) -> &ProcessorConfig {
         &self.processor
-    }
-
-    /// The prefill settings every request runs with (the linears' arithmetic resolved).
-    pub fn run_options(&self) -> &RunOptions {
-        &self.config.run
     }
 
     /// The programs video files are read with, or why video files are refused.
