@@ -16,13 +16,13 @@ use crate::headers::{
 };
 use crate::loaded::LoadedModel;
 use crate::metrics::CancelReason;
-use crate::pipeline::{self, Shape, Work};
+use crate::pipeline::{self, Shape};
 use crate::reply;
 use crate::state::AppState;
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
-use clef_api::{build_response, AnswerOptions, ApiError, Request};
+use clef_api::{build_response, AnswerOptions, ApiError, Request, Work};
 use clef_engine::{CacheUse, DecideOptions, Decision, EngineError, Truncation};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
