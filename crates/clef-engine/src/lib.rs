@@ -1,6 +1,8 @@
 //! From a System One request to its answers: validation limits, media preparation, prompt
 //! encoding, the vision tower, the backbone and head, and the raw and formatted outputs.
 
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod engine;
 pub mod error;
 pub mod media;

@@ -18,6 +18,7 @@ pub mod admission;
 pub mod auth;
 pub mod body;
 pub mod body_budget;
+pub mod cli;
 pub mod config;
 pub mod connections;
 pub mod decide;

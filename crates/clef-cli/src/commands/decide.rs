@@ -4,10 +4,10 @@
 //! takes it) prints `{"results": [...]}`, one response per set, the state read once.
 
 use super::request_file::{default_profile, parse_request_file, read_bytes, refuse, FileKind};
-use super::settings::{EngineArgs, OutputArgs};
 use clap::Args;
 use clef_api::{build_response, BatchRequest, Limits, Profile, Request, Work};
 use clef_encode::Truncation;
+use clef_engine::cli::{EngineArgs, OutputArgs};
 use clef_engine::{raw::raw_json, DecideOptions, Engine};
 use std::io::Write;
 use std::path::PathBuf;
