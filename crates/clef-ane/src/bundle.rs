@@ -10,13 +10,13 @@
 //! loader takes.
 
 use super::{EMBEDDINGS, FORMAT, TENSORS_JSON, VISION, WEIGHT_BIN};
+use clef_formats::coreml::{Blob, BlobFile, MilDType};
 use clef_formats::lut6::{self, GROUP_ROWS, TABLE_LEN};
 use clef_model::bundle::Manifest;
 use clef_model::checkpoint::TensorSet;
 use clef_model::error::{ModelError, Result};
 use clef_model::tensor::{Dtype, Storage, Tensor};
 use clef_model::Model;
-use clef_quant::coreml::blob::{Blob, BlobFile, MilDType};
 use memmap2::Mmap;
 use serde::{Deserialize, Serialize};
 use std::path::Path;

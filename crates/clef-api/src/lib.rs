@@ -14,6 +14,7 @@ pub mod pyfloat;
 pub mod question;
 pub mod request;
 pub mod response;
+pub mod work;
 
 pub use batch::{batch_response_body, parse_batch_request, BatchRequest, MAX_QUESTION_SETS};
 pub use confidence::ConfidenceFormula;
@@ -24,3 +25,4 @@ pub use media::{MediaInput, VideoInput};
 pub use question::{Criteria, Question, QuestionKind, QuestionOption};
 pub use request::{parse_request, parse_routed_request, Request};
 pub use response::{build_response, Answer, AnswerOptions, Response, Usage};
+pub use work::{parse_work, BodyKind, Work};

@@ -216,7 +216,7 @@ fn containerfile_is_multi_stage_non_root_and_uses_real_settings() {
     }
     assert!(build.iter().any(|i| i.keyword == "RUN"
         && i.args
-            .contains("cargo build --release --locked -p clef-cli")));
+            .contains("cargo build --release --locked -p clef-server")));
 
     // The runtime stage: ffmpeg, the binary from the build stage, a non-root user.
     let run_text: String = runtime
@@ -226,10 +226,8 @@ fn containerfile_is_multi_stage_non_root_and_uses_real_settings() {
         .collect();
     assert!(run_text.contains("apt-get install -y --no-install-recommends ffmpeg"));
     assert!(run_text.contains("rm -rf /var/lib/apt/lists/*"));
-    assert!(runtime
-        .iter()
-        .any(|i| i.keyword == "COPY"
-            && i.args == "--from=build /usr/local/bin/clef /usr/local/bin/clef"));
+    assert!(runtime.iter().any(|i| i.keyword == "COPY"
+        && i.args == "--from=build /usr/local/bin/clef-server /usr/local/bin/clef-server"));
     // What else the runtime stage takes from the build stage was copied into it (WORKDIR /src).
     for i in runtime.iter().filter(|i| i.keyword == "COPY") {
         let words: Vec<&str> = i.args.split_whitespace().collect();
@@ -305,7 +303,8 @@ fn containerfile_is_multi_stage_non_root_and_uses_real_settings() {
         .filter(|i| i.keyword == "ENTRYPOINT")
         .map(|i| i.args.as_str())
         .collect();
-    assert_eq!(entry, [r#"["/usr/local/bin/clef", "serve"]"#], "exec form");
+    // the server binary, whose settings are `clef serve`'s (crates/clef-server/tests/server_binary.rs)
+    assert_eq!(entry, [r#"["/usr/local/bin/clef-server"]"#], "exec form");
     assert!(!all.iter().any(|i| i.keyword == "CMD"));
     assert!(
         !all.iter().any(|i| i.keyword == "HEALTHCHECK"),

@@ -4,8 +4,8 @@
 //! `cargo run --release -p clef-convert --example lut6_error -- RELEASE_DIR BUNDLE_DIR`
 
 use clef_ane::{StoredAs, TensorsFile, WEIGHT_BIN};
+use clef_formats::coreml::BlobFile;
 use clef_model::checkpoint::{backbone_files, safetensors_file};
-use clef_quant::coreml::blob::BlobFile;
 use clef_quant::lut6::unpack6;
 use std::collections::HashMap;
 use std::path::PathBuf;

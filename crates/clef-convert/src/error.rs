@@ -18,4 +18,11 @@ pub enum ConvertError {
     },
 }
 
+/// A blob storage failure is reported as the quantizers' (as when that storage lived there).
+impl From<clef_formats::coreml::BlobError> for ConvertError {
+    fn from(e: clef_formats::coreml::BlobError) -> Self {
+        ConvertError::Quant(e.into())
+    }
+}
+
 pub type Result<T, E = ConvertError> = std::result::Result<T, E>;

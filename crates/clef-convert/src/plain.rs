@@ -135,7 +135,7 @@ mod tests {
         assert_eq!(m.format, "f16");
         assert!(m.check(&dest, true).is_empty());
         let model = clef_model::Model::load(&dest).unwrap();
-        assert_eq!(model.backbone.layers.len(), 8);
+        assert_eq!(model.backbone().layers.len(), 8);
         // Refused without --force.
         assert!(convert_plain(&tiny(), &dest, PlainFormat::F16, false, None, false).is_err());
         convert_plain(&tiny(), &dest, PlainFormat::Bf16, true, None, false).unwrap();

@@ -13,11 +13,11 @@ use clef_api::Limits;
 use clef_convert::lut6::{calibrate::calibrate_down_scales, convert_lut6, Lut6Options};
 use clef_convert::records::RecordRules;
 use clef_engine::{load_model, DecideOptions, Engine, EngineConfig};
+use clef_formats::coreml::{BlobFile, MilDType};
 use clef_model::bundle::{FileProblem, Manifest};
 use clef_model::checkpoint::safetensors_file;
 use clef_model::checkpoint::writer::{write_safetensors, TensorSpec};
 use clef_model::tensor::Dtype;
-use clef_quant::coreml::blob::{BlobFile, MilDType};
 use clef_quant::lut6::{palettize_matrix_with, unpack6, ClusterMode};
 use half::{bf16, f16};
 use std::collections::BTreeMap;
@@ -291,8 +291,8 @@ fn lut6_runtime_equals_dense_dequantized_weights_and_fp16_mode_runs() {
     let reference = engine(&dense, Activations::F32);
     let fp16 = engine(&dest, Activations::Fp16);
     // a LUT-6 bundle lowers the image budget; an explicit setting is kept
-    assert_eq!(lut.config.media.max_image_pixels, 262_144);
-    assert_eq!(reference.config.media.max_image_pixels, 1_048_576);
+    assert_eq!(lut.media_limits().max_image_pixels, 262_144);
+    assert_eq!(reference.media_limits().max_image_pixels, 1_048_576);
     let mut explicit = EngineConfig {
         limits: Limits::reference(),
         model_image_cap: false,
@@ -302,13 +302,12 @@ fn lut6_runtime_equals_dense_dequantized_weights_and_fp16_mode_runs() {
     assert_eq!(
         Engine::load(&dest, explicit)
             .unwrap()
-            .config
-            .media
+            .media_limits()
             .max_image_pixels,
         1_000_000
     );
     assert_eq!(
-        lut.model.backbone.layers[0].mlp.gate.storage(),
+        lut.model().backbone().layers[0].mlp.gate.storage(),
         Some(clef_model::weights::Storage::plain(
             clef_formats::lut6::NAME
         ))
@@ -362,7 +361,7 @@ fn nano_calibrated_scales_follow_the_rule_and_fp16_answers() {
     assert_eq!(programs.down_scales, c.scales);
     assert!(programs.down_scale_source.starts_with("calibration"));
     let loaded = clef_ane::load_model(&dest).unwrap();
-    assert_eq!(loaded.format, Some(FORMAT));
+    assert_eq!(loaded.format(), Some(FORMAT));
     assert_eq!(
         clef_ane::Fp16::for_model(&dest).unwrap().down_scales,
         c.scales

@@ -179,8 +179,8 @@ fn tiny_a_converts_verifies_loads_and_stays_within_half_a_scale() {
 
     // the runtime recognises the format
     let model = Model::load(&dest).unwrap();
-    assert_eq!(model.format, Some(FORMAT));
-    let l0 = &model.backbone.layers[0];
+    assert_eq!(model.format(), Some(FORMAT));
+    let l0 = &model.backbone().layers[0];
     let clef_model::backbone::Mixer::DeltaNet(d) = &l0.mixer else {
         panic!("layer 0 is DeltaNet")
     };
@@ -194,7 +194,7 @@ fn tiny_a_converts_verifies_loads_and_stays_within_half_a_scale() {
     assert!(d.in_proj_a.weight().unwrap().dense().is_some());
     assert_eq!(l0.mlp.up.storage(), Some(q8));
     assert_eq!(l0.mlp.down.storage(), Some(q8_rotated));
-    assert!(model.lm_head.weight().dense().is_some());
+    assert!(model.lm_head().weight().dense().is_some());
     drop(model);
 
     // an existing destination needs --force
@@ -230,7 +230,7 @@ fn nano_golden_requests_agree_with_the_release() {
     let bundle = root.path().join("nano-q8");
     convert_q8(&model_dir("nano"), &bundle, false, None, false).unwrap();
     let (q, r) = (engine(&bundle), engine(&model_dir("nano")));
-    assert_eq!(q.model.format, Some(BundleFormat::Q8));
+    assert_eq!(q.model().format(), Some(BundleFormat::Q8));
     let Fidelity {
         flipped,
         worst_dp: worst,
@@ -311,10 +311,16 @@ fn tiny_a_bundle_computes_exactly_its_dequantized_weights() {
     let dense = root.path().join("dequantized");
     dequantized_release(&release, &bundle, &dense);
     let (q, d) = (Model::load(&bundle).unwrap(), Model::load(&dense).unwrap());
-    assert_eq!(d.format, None);
+    assert_eq!(d.format(), None);
     let stored = by_name(tensors(&bundle.join("model.safetensors")));
     let (mut checked, mut rotated) = (0, 0);
-    for (layer, (lq, ld)) in q.backbone.layers.iter().zip(&d.backbone.layers).enumerate() {
+    for (layer, (lq, ld)) in q
+        .backbone()
+        .layers
+        .iter()
+        .zip(&d.backbone().layers)
+        .enumerate()
+    {
         for &kind in lq.linear_kinds() {
             let (a, b) = (lq.linear(kind).unwrap(), ld.linear(kind).unwrap());
             assert!(b.weight().unwrap().dense().is_some());

@@ -84,7 +84,7 @@ fn the_first_usable_records_media_kept_or_skipped_and_repeats_named() {
     assert!(e.contains("line 1 (record `x`)"), "{e}");
     // without a vision tower: the text records, the media one named; the limit counts usable
     // records, so the one after the image is read too
-    engine.model.vision = None;
+    engine.model_mut().take_vision();
     let set = read_records(&engine, &path, 5, &rules).unwrap();
     assert_eq!(set.records.len(), 5);
     assert_eq!(set.skipped_media, ["img"]);
@@ -180,5 +180,5 @@ fn unusable_records_stop_or_are_skipped_and_oversize_states_are_cut_on_request()
     let set = read_records(&engine, &path, 10, &cut).unwrap();
     let ids: Vec<&str> = set.records.iter().map(|r| r.id.as_str()).collect();
     assert_eq!(ids, ["a", "long", "b"]);
-    assert_eq!(set.records[1].ids.len(), engine.config.limits.max_context);
+    assert_eq!(set.records[1].ids.len(), engine.limits().max_context);
 }

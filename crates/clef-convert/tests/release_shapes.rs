@@ -63,7 +63,7 @@ fn q8_converts_and_loads(from: &Path, root: &Path) {
     let q8 = root.join("q8");
     convert_q8(from, &q8, false, None, false).unwrap();
     let model = clef_model::Model::load(&q8).unwrap();
-    assert_eq!(model.format, Some(clef_formats::BundleFormat::Q8));
+    assert_eq!(model.format(), Some(clef_formats::BundleFormat::Q8));
 }
 
 #[test]

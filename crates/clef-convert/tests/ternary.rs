@@ -101,7 +101,7 @@ fn tiny_a_converts_loads_answers_and_exports_to_mlx() {
 
     // the runtime recognises every format
     let model = Model::load(&dest).unwrap();
-    let l0 = &model.backbone.layers[0];
+    let l0 = &model.backbone().layers[0];
     let clef_model::backbone::Mixer::DeltaNet(d) = &l0.mixer else {
         panic!("layer 0 is DeltaNet")
     };
@@ -111,7 +111,7 @@ fn tiny_a_converts_loads_answers_and_exports_to_mlx() {
     assert!(out.format == affine4::NAME && out.adapter_rank > 0, "{out}");
     assert!(d.in_proj_a.weight().unwrap().dense().is_some());
     assert_eq!(l0.mlp.down.storage().unwrap().format, ternary::NAME);
-    assert_eq!(model.lm_head.storage(), Storage::plain(affine4::NAME));
+    assert_eq!(model.lm_head().storage(), Storage::plain(affine4::NAME));
     drop(model);
 
     // it answers with proper distributions, one per question of the BF16 model's (how close
@@ -436,7 +436,7 @@ fn spilled_activations_change_no_byte_and_passes_are_counted() {
     assert!(kept_bytes == spilled_bytes, "spilling changed the bundle");
     let layers = Model::load(&fixture("tiny-a"))
         .unwrap()
-        .backbone
+        .backbone()
         .layers
         .len();
     for r in [&kept, &spilled] {

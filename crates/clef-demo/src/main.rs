@@ -21,6 +21,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
+    // An unknown or unavailable `CLEF_ISA` is refused before any work, as by `clef`.
+    if let Err(e) = clef_engine::instruction_set() {
+        eprintln!("clef-demo: {e}");
+        return ExitCode::from(2);
+    }
     let mut out = std::io::stdout().lock();
     match clef_demo::run(clef_demo::DemoOptions::default(), &mut out) {
         Ok(()) => ExitCode::SUCCESS,

@@ -27,7 +27,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .as_object()
         .and_then(|o| o.get("request"))
         .unwrap_or(&json);
-    let req = Request::from_json(inner, &engine.config.limits).map_err(|e| e.message)?;
+    let req = Request::from_json(inner, engine.limits()).map_err(|e| e.message)?;
     let opts = DecideOptions {
         truncation: Truncation::State,
         ..Default::default()
@@ -37,8 +37,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map_err(|e| e.to_string())?;
     let media = prepare_media(
         &req,
-        &engine.processor,
-        &engine.config.media,
+        engine.processor(),
+        engine.media_limits(),
         engine.video_support(),
     )
     .map_err(|e| e.message)?;

@@ -295,7 +295,7 @@ fn a_reloaded_model_does_not_read_the_states_of_the_weights_before() {
     copy_model(&dir);
     let first = engine_at(&dir, 64 << 20);
     let cache = Arc::new(clef_engine::StateCache::new(
-        first.config.state_cache.clone(),
+        first.state_cache().config().clone(),
     ));
     let mut first = first;
     first.share_state_cache(cache.clone());
@@ -369,7 +369,7 @@ fn the_budget_holds_over_many_states() {
     let one = probe
         .decide(&request(&probe, &state(0), &[]), &options(None))
         .unwrap();
-    let bytes = probe.model.prefix_bytes(one.encoded.state_span().end);
+    let bytes = probe.model().prefix_bytes(one.encoded.state_span().end);
     // room for about three states
     let budget = bytes * 3 + bytes / 2;
     let e = engine(budget);

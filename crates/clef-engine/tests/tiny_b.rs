@@ -30,7 +30,7 @@ fn check(name: &str, request_file: PathBuf) {
     let json = parse_json(&text).unwrap();
     let req = Request::from_json(
         json.as_object().unwrap().get("request").unwrap(),
-        &engine.config.limits,
+        engine.limits(),
     )
     .unwrap();
     let opts = DecideOptions {
@@ -50,7 +50,7 @@ fn check(name: &str, request_file: PathBuf) {
         .collect();
     assert_eq!(encoded.input_ids, ids);
     let want = get("last_hidden_state").to_f32().unwrap();
-    let h = engine.model.hidden();
+    let h = engine.model().hidden();
     assert_eq!(hidden.len(), want.len());
     let mut worst = 0.0f64;
     for (ours, theirs) in hidden.chunks_exact(h).zip(want.chunks_exact(h)) {

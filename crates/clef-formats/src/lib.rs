@@ -5,11 +5,15 @@
 //! [`BundleFormat`] and [`WeightLayout`]; nothing else spells a format name or defines a format
 //! constant.
 //!
+//! The Core ML blob storage a LUT-6 bundle keeps its text weights in ([`coreml`]) is here too,
+//! so that reading a bundle needs no quantizer.
+//!
 //! No heavy dependencies: this crate is plain arithmetic on bytes, so every other crate can use
 //! it.
 
 pub mod affine4;
 mod bundle;
+pub mod coreml;
 mod error;
 pub mod lut6;
 pub mod q8;

@@ -110,16 +110,18 @@ pub struct Timings {
     pub resumed_rows: usize,
 }
 
+/// A loaded model: its configs, the backbone, the joint head, `lm_head` and the vision tower.
+/// The parts are read through methods, so that what a model holds can change behind them.
 pub struct Model {
-    pub dir: PathBuf,
-    pub config: ModelConfig,
-    pub head_config: HeadConfig,
-    pub backbone: Backbone,
-    pub head: JointHead,
-    pub lm_head: RowTable,
-    pub vision: Option<VisionTower>,
+    pub(crate) dir: PathBuf,
+    pub(crate) config: ModelConfig,
+    pub(crate) head_config: HeadConfig,
+    pub(crate) backbone: Backbone,
+    pub(crate) head: JointHead,
+    pub(crate) lm_head: RowTable,
+    pub(crate) vision: Option<VisionTower>,
     /// The bundle's format (from its manifest); None for a release.
-    pub format: Option<BundleFormat>,
+    pub(crate) format: Option<BundleFormat>,
 }
 
 impl Model {
@@ -204,6 +206,46 @@ impl Model {
             vision,
             format,
         })
+    }
+
+    /// The folder the model was loaded from.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// `config.json` as read.
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    pub fn backbone(&self) -> &Backbone {
+        &self.backbone
+    }
+
+    /// The backbone to change in place: a converter replacing linears or the embedding as it
+    /// quantizes, or freeing layers it has finished with.
+    pub fn backbone_mut(&mut self) -> &mut Backbone {
+        &mut self.backbone
+    }
+
+    /// The rows the head's lexical vectors are read from (the embedding table when tied).
+    pub fn lm_head(&self) -> &RowTable {
+        &self.lm_head
+    }
+
+    /// The vision tower; `None` for a text-only model.
+    pub fn vision(&self) -> Option<&VisionTower> {
+        self.vision.as_ref()
+    }
+
+    /// Take the vision tower out, leaving a text-only model (which refuses media).
+    pub fn take_vision(&mut self) -> Option<VisionTower> {
+        self.vision.take()
+    }
+
+    /// The bundle's format (from its manifest); `None` for a release.
+    pub fn format(&self) -> Option<BundleFormat> {
+        self.format
     }
 
     /// Whether any backbone linear has integer codes (q8, ternary, 4-bit), i.e. can run

@@ -214,8 +214,8 @@ fn tied_checkpoint_without_lm_head_gathers_embedding_rows() {
     let model = Model::load(dir.path()).unwrap();
     for r in [0, 5, 777] {
         assert_eq!(
-            row(&model, &model.lm_head, r),
-            row(&model, &model.backbone.embed, r)
+            row(&model, model.lm_head(), r),
+            row(&model, &model.backbone().embed, r)
         );
     }
 }
@@ -229,12 +229,12 @@ fn tied_checkpoint_with_its_own_lm_head_uses_it() {
     let model = Model::load(dir.path()).unwrap();
     let untied = Model::load(&fixtures().join("models/tiny-a")).unwrap();
     assert_eq!(
-        row(&model, &model.lm_head, 5),
-        row(&untied, &untied.lm_head, 5)
+        row(&model, model.lm_head(), 5),
+        row(&untied, untied.lm_head(), 5)
     );
     assert_ne!(
-        row(&model, &model.lm_head, 5),
-        row(&model, &model.backbone.embed, 5)
+        row(&model, model.lm_head(), 5),
+        row(&model, &model.backbone().embed, 5)
     );
 }
 

@@ -33,7 +33,7 @@ fn golden_positions(g: &Golden) -> Positions {
 #[test]
 fn tower_and_placement_match_a24() {
     let model = Model::load(&fixtures().join("models/tiny-a")).unwrap();
-    let tower = model.vision.as_ref().unwrap();
+    let tower = model.vision().unwrap();
     let (shape, pixels) = debug_tensor("a24_image_long_text.safetensors", "pixel_values");
     let (_, expected) = debug_tensor("a24_image_long_text.safetensors", "vision_output.images");
     let g = load_golden(&fixtures().join("golden/tiny-a/a24_image_long_text.json"));
@@ -103,7 +103,7 @@ fn tower_and_placement_match_a24() {
 #[test]
 fn slab_packing_does_not_change_outputs() {
     let model = Model::load(&fixtures().join("models/tiny-a")).unwrap();
-    let tower = model.vision.as_ref().unwrap();
+    let tower = model.vision().unwrap();
     let (_, pixels) = debug_tensor("a24_image_long_text.safetensors", "pixel_values");
     let grid = VisionGrid { t: 1, h: 6, w: 8 };
     // Three items: the image, a two-group "video" made of it twice, and the image again.

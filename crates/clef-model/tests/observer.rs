@@ -68,7 +68,7 @@ fn every_linear_input_is_seen_in_order_and_observing_changes_nothing() {
     let chunks: Vec<usize> = (0..len).step_by(100).map(|s| 100.min(len - s)).collect();
     let mut want = Vec::new();
     for &n in &chunks {
-        for (li, layer) in model.backbone.layers.iter().enumerate() {
+        for (li, layer) in model.backbone().layers.iter().enumerate() {
             for &kind in layer.linear_kinds() {
                 want.push((LinearId::new(li, kind), n));
             }
@@ -78,7 +78,7 @@ fn every_linear_input_is_seen_in_order_and_observing_changes_nothing() {
 
     // the rows shown are exactly what the products read: layer 0's down-projection input is
     // SiLU(gate x) ⊙ up x of its gate input
-    let mlp = &model.backbone.layers[0].mlp;
+    let mlp = &model.backbone().layers[0].mlp;
     let x = rec.gate_in.unwrap();
     let n = chunks[0];
     let mut gate = mlp.gate.apply(&x, n).unwrap();
@@ -106,16 +106,16 @@ fn ids_name_the_release_tensors_and_unloaded_layers_refuse_to_run() {
         id.tensor_prefix(),
         "model.language_model.layers.1.mlp.down_proj"
     );
-    for (li, layer) in model.backbone.layers.iter().enumerate() {
+    for (li, layer) in model.backbone().layers.iter().enumerate() {
         for &kind in layer.linear_kinds() {
-            let l = model.backbone.linear(LinearId::new(li, kind)).unwrap();
+            let l = model.backbone().linear(LinearId::new(li, kind)).unwrap();
             assert_eq!(
                 l.name(),
                 format!("{}.weight", LinearId::new(li, kind).tensor_prefix())
             );
         }
     }
-    model.backbone.unload_layer(0);
+    model.backbone_mut().unload_layer(0);
     let g = load_golden(&fixtures().join("golden/tiny-a/a01_support_basic.json"));
     let positions = text_positions(g.ids.len());
     let seq = clef_model::Sequence {

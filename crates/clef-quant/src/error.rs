@@ -98,6 +98,18 @@ impl From<clef_formats::FormatError> for QuantError {
     }
 }
 
+/// The blob storage's failures keep the messages they had when it lived in this crate.
+impl From<clef_formats::coreml::BlobError> for QuantError {
+    fn from(e: clef_formats::coreml::BlobError) -> Self {
+        use clef_formats::coreml::BlobError as B;
+        match e {
+            B::Malformed(message) => QuantError::Blob(message),
+            B::SizeOverflow { what } => QuantError::SizeOverflow { what },
+            B::Io(e) => QuantError::Io(e),
+        }
+    }
+}
+
 /// `a * b` with an overflow check, for shape arithmetic on untrusted dimensions.
 pub(crate) fn checked_mul(a: usize, b: usize, what: &'static str) -> Result<usize> {
     Ok(clef_formats::checked_mul(a, b, what)?)

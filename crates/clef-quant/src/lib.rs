@@ -2,7 +2,6 @@
 //!
 //! - [`lut6`]: the Clef-ANE-LUT6 clustering (64-entry FP16 table per 16 output rows, 6-bit
 //!   indices), an exact DP clusterer, index packing and sizes (formats.md §2).
-//! - [`coreml`]: MIL blob storage v2 (`weight.bin`) writer and reader (§2.5).
 //! - [`ternary`], [`affine4`]: clef-ternary-v1 codes, parameters and packing (§3).
 //! - [`quantizer`]: the "mse" range search and round-to-nearest (§4.3).
 //! - [`gptq`]: Hessian accumulation and GPTQ with lazy blocks (§4); feature `calibrate`.
@@ -12,7 +11,6 @@
 pub mod affine4;
 #[cfg(feature = "calibrate")]
 pub mod cloq;
-pub mod coreml;
 pub mod error;
 #[cfg(feature = "calibrate")]
 pub mod gptq;

@@ -16,15 +16,14 @@ use crate::headers::{
 };
 use crate::loaded::LoadedModel;
 use crate::metrics::CancelReason;
-use crate::pipeline::{self, Shape, Work};
+use crate::pipeline::{self, Shape};
 use crate::reply;
 use crate::state::AppState;
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
-use clef_api::{build_response, AnswerOptions, ApiError, Request};
-use clef_encode::Truncation;
-use clef_engine::{CacheUse, DecideOptions, Decision, EngineError};
+use clef_api::{build_response, AnswerOptions, ApiError, Request, Work};
+use clef_engine::{CacheUse, DecideOptions, Decision, EngineError, Truncation};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -115,12 +114,8 @@ async fn run(
         let model = model.clone();
         let shape = shape.clone();
         let parse = tokio::task::spawn_blocking(move || {
-            let work = pipeline::parse_work(
-                &model.engine.config.limits,
-                &model.names,
-                &shape,
-                &body.bytes,
-            );
+            let work =
+                pipeline::parse_work(&model.description.limits, &model.names, &shape, &body.bytes);
             // The body's bytes and their reservation go back as soon as it is parsed.
             drop(body);
             work
@@ -311,7 +306,7 @@ fn success(app: &AppState, model: &LoadedModel, opts: &RequestOptions, done: Don
         X_CLEF_CONFIDENCE,
         HeaderValue::from_static(app.config.answer.confidence.as_str()),
     );
-    if let Ok(v) = HeaderValue::from_str(&model.revision.header_value()) {
+    if let Ok(v) = HeaderValue::from_str(&model.description.revision.to_string()) {
         h.insert(X_CLEF_MODEL_REVISION, v);
     }
     if done.stats.input_tokens > app.config.training_length {

@@ -32,11 +32,11 @@ mod tests {
         }
         let a = api_error(EngineError::internal("nan logit"));
         assert_eq!(a.message, "Clef inference failed: nan logit");
-        let m = clef_model::ModelError::Fp16Overflow("the vision encoder (block 0)".into());
+        let m = clef_engine::ModelError::Fp16Overflow("the vision encoder (block 0)".into());
         let a = api_error(EngineError::from(m));
         assert_eq!((a.status, a.code), (422, 5012));
         assert!(a.message.contains("FP16 overflow in the vision encoder"));
-        let a = api_error(EngineError::from(clef_model::ModelError::Cancelled));
+        let a = api_error(EngineError::from(clef_engine::ModelError::Cancelled));
         assert_eq!(a.status, 408);
     }
 }

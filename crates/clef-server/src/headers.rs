@@ -3,7 +3,7 @@
 use crate::config::ServerConfig;
 use axum::http::{HeaderMap, HeaderName};
 use clef_api::ApiError;
-use clef_encode::Truncation;
+use clef_engine::Truncation;
 
 pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 pub const CF_AI_REQ_ID: HeaderName = HeaderName::from_static("cf-ai-req-id");

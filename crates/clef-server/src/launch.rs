@@ -74,29 +74,29 @@ pub fn serve_blocking(launch: Launch) -> Result<(), LaunchError> {
                 let loading = tokio::task::spawn_blocking(move || load_model(&dir, engine, &names));
                 match loading.await {
                     Ok(Ok(model)) => {
-                        match model.engine.video_support() {
+                        let described = &model.description;
+                        match &described.video_files {
                             Ok(found) => tracing::info!(
-                                ffmpeg = %found.tools.ffmpeg.to_string_lossy(),
+                                ffmpeg = %found.ffmpeg,
                                 ffmpeg_version = %found.ffmpeg_version,
-                                ffprobe = %found.tools.ffprobe.to_string_lossy(),
+                                ffprobe = %found.ffprobe,
                                 ffprobe_version = %found.ffprobe_version,
                                 "video programs"
                             ),
-                            Err(reason) if model.engine.supports_vision() => {
+                            Err(reason) if described.vision => {
                                 tracing::warn!("video files will be refused (422): {reason}")
                             }
                             Err(_) => {}
                         }
                         tracing::info!(
                             names = %model.names.listing(),
-                            revision = %model.revision.header_value(),
-                            format = %model.format,
-                            vision = model.engine.supports_vision(),
+                            revision = %described.revision,
+                            format = %described.format,
+                            vision = described.vision,
                             // What the kernels run on (CLEF_ISA lowers it): a figure or a bug
                             // report means little without it.
-                            isa = clef_kernels::Kernels::detected().level(),
-                            int8_isa = clef_kernels::Kernels::detected()
-                                .implementation(clef_kernels::cpu::Family::Int8Tile),
+                            isa = described.kernels.isa,
+                            int8_isa = described.kernels.int8_isa,
                             seconds = t0.elapsed().as_secs_f64(),
                             "model loaded; ready"
                         );

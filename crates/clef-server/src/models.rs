@@ -31,10 +31,10 @@ pub fn models_body(model: &LoadedModel, config: &ServerConfig) -> String {
 }
 
 fn clef_object(model: &LoadedModel, config: &ServerConfig) -> Value {
-    let engine = &model.engine;
-    let l = &engine.config.limits;
-    let vision = engine.supports_vision();
-    let cache = engine.state_cache().config();
+    let engine = &model.description;
+    let l = &engine.limits;
+    let vision = engine.vision;
+    let cache = &engine.state_cache;
     json!({
         "model": model.names.primary(),
         "aliases": model.names.aliases(),
@@ -58,7 +58,7 @@ fn clef_object(model: &LoadedModel, config: &ServerConfig) -> Value {
             "max_image_bytes": l.max_image_bytes,
             "max_total_image_bytes": l.max_total_image_bytes,
             "max_image_pixels_decoded": l.max_image_pixels_decoded,
-            "max_image_pixels": engine.config.media.max_image_pixels,
+            "max_image_pixels": engine.max_image_pixels,
             "max_body_bytes": config.max_body_bytes,
             "max_context": l.max_context,
             "videos_enabled": l.videos_enabled,
@@ -71,13 +71,13 @@ fn clef_object(model: &LoadedModel, config: &ServerConfig) -> Value {
         // Frame lists need only the vision tower; video files also need ffmpeg and ffprobe,
         // found once at start-up.
         "video": vision && l.videos_enabled,
-        "video_files": vision && l.videos_enabled && engine.video_support().is_ok(),
+        "video_files": vision && l.videos_enabled && engine.video_files.is_ok(),
         "confidence": config.answer.confidence.as_str(),
         "rounding": config.answer.rounding,
         "truncate_state_by_default": config.truncate_state,
-        "format": model.format,
+        "format": engine.format,
         // The linears' arithmetic: `exact` (f32) or `int8` (integer products, `--matmul`).
-        "matmul": engine.matmul_mode().name(),
+        "matmul": engine.matmul,
         // Kept states (docs/state-cache.md): a request about a state already read runs only
         // its question tokens.
         "state_cache": {
@@ -86,19 +86,18 @@ fn clef_object(model: &LoadedModel, config: &ServerConfig) -> Value {
             "budget_mib": cache.budget_bytes >> 20,
             "min_tokens": cache.min_tokens,
             // a state of n tokens (prefix, media and state) is charged fixed + n * per_token
-            "bytes_fixed": engine.model.prefix_bytes(0),
-            "bytes_per_token": engine.model.prefix_bytes(1) - engine.model.prefix_bytes(0)
-                + std::mem::size_of::<u32>(),
+            "bytes_fixed": engine.state_bytes_fixed,
+            "bytes_per_token": engine.state_bytes_per_token,
         },
         "batch": {
             "route": crate::routes::BATCH,
             "max_question_sets": clef_api::MAX_QUESTION_SETS,
         },
         "revision": {
-            "source": model.revision.source,
-            "bundle_sha256": model.revision.bundle_sha256,
-            "config_sha256": model.revision.config_sha256,
-            "header": model.revision.header_value(),
+            "source": engine.revision.source,
+            "bundle_sha256": engine.revision.bundle_sha256,
+            "config_sha256": engine.revision.config_sha256,
+            "header": engine.revision.to_string(),
         },
     })
 }

@@ -2,7 +2,7 @@
 //! clef-api, then the served-model checks of the route. This is also the fuzz target.
 
 use crate::names::ServedNames;
-use clef_api::{ApiError, BatchRequest, Limits, Request};
+use clef_api::{ApiError, BodyKind, Limits, Work};
 
 /// Which wire shape a decision route speaks.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -15,37 +15,25 @@ pub enum Shape {
     Batch,
 }
 
-/// What a decision route runs: one request, or a batch of question sets about one state.
-#[derive(Debug)]
-pub enum Work {
-    One(Request),
-    Batch(BatchRequest),
-}
-
-impl Work {
-    pub fn questions(&self) -> usize {
-        match self {
-            Work::One(r) => r.questions.len(),
-            Work::Batch(b) => b.question_sets.iter().map(Vec::len).sum(),
-        }
-    }
-}
-
-/// Parse and validate a body of the route's shape.
+/// Parse and validate a body of the route's shape (`clef_api::parse_work`, as the CLI reads
+/// request files), then check its model. On the Workers paths a body without `model` is
+/// answered by the model the URL names.
 pub fn parse_work(
     limits: &Limits,
     names: &ServedNames,
     shape: &Shape,
     body: &[u8],
 ) -> Result<Work, ApiError> {
-    match shape {
-        Shape::Batch => {
-            let batch = clef_api::parse_batch_request(body, limits)?;
-            check_body_model(names, shape, &batch.shared.model)?;
-            Ok(Work::Batch(batch))
-        }
-        _ => parse(limits, names, shape, body).map(Work::One),
-    }
+    let kind = match shape {
+        Shape::SystemOne => BodyKind::Request { route_model: None },
+        Shape::Workers { model } => BodyKind::Request {
+            route_model: Some(model.as_str()),
+        },
+        Shape::Batch => BodyKind::Batch,
+    };
+    let work = clef_api::parse_work(body, limits, kind)?;
+    check_body_model(names, shape, work.model())?;
+    Ok(work)
 }
 
 /// 400/7000 when the path names a model this server does not serve. Checked before the body
@@ -79,29 +67,25 @@ pub fn check_body_model(names: &ServedNames, shape: &Shape, model: &str) -> Resu
     Ok(())
 }
 
-/// Parse and validate a body under `limits` (api.md §7 order), then check its model. On the
-/// Workers paths a body without `model` is answered by the model the URL names.
-pub fn parse(
-    limits: &Limits,
-    names: &ServedNames,
-    shape: &Shape,
-    body: &[u8],
-) -> Result<Request, ApiError> {
-    let route_model = match shape {
-        Shape::SystemOne | Shape::Batch => None,
-        Shape::Workers { model } => Some(model.as_str()),
-    };
-    let req = clef_api::parse_routed_request(body, limits, route_model)?;
-    check_body_model(names, shape, &req.model)?;
-    Ok(req)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn names() -> ServedNames {
         ServedNames::new("tiny", &["clef".into(), "clef-flash".into()]).unwrap()
+    }
+
+    /// The request a body of a single-request route holds.
+    fn parse(
+        limits: &Limits,
+        names: &ServedNames,
+        shape: &Shape,
+        body: &[u8],
+    ) -> Result<clef_api::Request, ApiError> {
+        match parse_work(limits, names, shape, body)? {
+            Work::One(req) => Ok(req),
+            Work::Batch(_) => panic!("a batch from {shape:?}"),
+        }
     }
 
     const BODY: &str = r#"{"model": " clef ", "state": "s",

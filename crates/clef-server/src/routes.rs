@@ -158,7 +158,7 @@ async fn model_schema(
     if let Err(e) = crate::pipeline::check_path_model(&model.names, name) {
         return reply::error(&e);
     }
-    let schemas = openapi::model_schemas(&model.names, &model.engine.config.limits);
+    let schemas = openapi::model_schemas(&model.names, &model.description.limits);
     reply::json(
         StatusCode::OK,
         serde_json::json!({"result": schemas, "success": true, "errors": [], "messages": []})

@@ -67,7 +67,7 @@ impl AppState {
             body_budget: &self.body_budget,
             model_loaded: self.model.get().is_some(),
             draining: self.is_draining(),
-            resident_bytes: clef_model::memory::rss_bytes(),
+            resident_bytes: clef_engine::resident_bytes(),
             state_cache: self.model.get().map(|m| m.engine.state_cache().stats()),
         })
     }

@@ -1,11 +1,11 @@
-//! Fuzzing the request parser and validator as the server runs them (`pipeline::parse`, the
+//! Fuzzing the request parser and validator as the server runs them (`pipeline::parse_work`, the
 //! header options, and a bounded number of whole requests through the router and the engine):
 //! arbitrary bytes, mutated golden bodies and generated JSON never panic, and every refusal is a
 //! row of api.md's error table. Case counts are fixed so the run is bounded in CI.
 
 use axum::body::{to_bytes, Body};
 use axum::http::{HeaderMap, HeaderValue, Request};
-use clef_api::{ApiError, Limits};
+use clef_api::{ApiError, Limits, Work};
 use clef_engine::EngineConfig;
 use clef_server::headers::request_options;
 use clef_server::{
@@ -63,8 +63,9 @@ fn check(body: &[u8]) {
                 model: "clef".into(),
             },
         ] {
-            match pipeline::parse(&limits, &names(), &shape, body) {
-                Ok(req) => {
+            match pipeline::parse_work(&limits, &names(), &shape, body) {
+                Ok(Work::Batch(_)) => panic!("a batch from {shape:?}"),
+                Ok(Work::One(req)) => {
                     assert!(names().accepts(&req.model));
                     assert!(!req.questions.is_empty());
                     if let Some(max) = limits.max_questions {

@@ -800,9 +800,9 @@ pub fn emit_all(
 /// count match the declared tensor type. Returns the number of references.
 pub fn check_blob_references(
     text: &str,
-    blobs: &clef_quant::coreml::blob::BlobFile,
+    blobs: &clef_formats::coreml::BlobFile,
 ) -> std::result::Result<usize, String> {
-    use clef_quant::coreml::blob::MilDType;
+    use clef_formats::coreml::MilDType;
     let refs = writer::blob_references(text);
     for r in &refs {
         if r.path != super::MIL_WEIGHT_PATH {
@@ -849,7 +849,7 @@ pub fn check_bundle_programs(
     // the blob reader.
     let map =
         unsafe { memmap2::Mmap::map(&file) }.map_err(|e| format!("{}: {e}", path.display()))?;
-    let blobs = clef_quant::coreml::blob::BlobFile::parse(&map)
+    let blobs = clef_formats::coreml::BlobFile::parse(&map)
         .map_err(|e| format!("{}: {e}", path.display()))?;
     let mut refs = 0;
     for (name, text) in texts {

@@ -1,8 +1,8 @@
 //! `clef bench`: prefill throughput, time per stage and peak memory on a model folder, with
 //! efficiency against this machine's f32 FMA peak measured in the same run.
 
-use super::settings::MatmulArgs;
 use clap::Args;
+use clef_engine::cli::MatmulArgs;
 use clef_kernels::cpu::Family;
 use clef_kernels::Kernels;
 use clef_model::bench::{bench_prefill, BenchResult};
@@ -37,7 +37,7 @@ pub struct BenchArgs {
 
 pub fn run(args: BenchArgs, threads: usize) -> anyhow::Result<ExitCode> {
     let t0 = std::time::Instant::now();
-    super::settings::check_model_folder(&args.model)?;
+    clef_engine::cli::check_model_folder(&args.model)?;
     let model = clef_engine::load_model(&args.model)?;
     let load_s = t0.elapsed().as_secs_f64();
     let peak = clef_kernels::measure_fma_peak_gflops(threads);

@@ -3,12 +3,11 @@
 //! (`{model, state, images?, videos?, question_sets: [...]}`, as `POST /v1/systemone/batch`
 //! takes it) prints `{"results": [...]}`, one response per set, the state read once.
 
-use super::request_file::{default_profile, parse_request_file, read_bytes, refuse};
-use super::settings::{EngineArgs, OutputArgs};
+use super::request_file::{default_profile, parse_request_file, read_bytes, refuse, FileKind};
 use clap::Args;
-use clef_api::json::parse_json_with_depth;
-use clef_api::{build_response, Json, Limits, Profile};
+use clef_api::{build_response, BatchRequest, Limits, Profile, Request, Work};
 use clef_encode::Truncation;
+use clef_engine::cli::{EngineArgs, OutputArgs};
 use clef_engine::{raw::raw_json, DecideOptions, Engine};
 use std::io::Write;
 use std::path::PathBuf;
@@ -44,12 +43,9 @@ pub struct DecideArgs {
 
 pub fn run(args: DecideArgs) -> anyhow::Result<ExitCode> {
     let bytes = read_bytes(&args.request)?;
-    if is_batch(&bytes) {
-        return run_batch(args, &bytes);
-    }
-    let profile = default_profile(&bytes, args.profile);
-    let limits = Limits::for_profile(profile);
-    let file = match parse_request_file(&bytes, &limits) {
+    let kind = FileKind::of(&bytes);
+    let limits = Limits::for_profile(default_profile(kind, args.profile));
+    let file = match parse_request_file(&bytes, &limits, kind) {
         Ok(f) => f,
         Err(e) => return Ok(refuse(&e)),
     };
@@ -64,13 +60,25 @@ pub fn run(args: DecideArgs) -> anyhow::Result<ExitCode> {
         max_length: args.max_length.or(file.max_length),
         ..Default::default()
     };
-    let decision = match engine.decide(&file.request, &opts) {
+    match file.work {
+        Work::One(request) => answer_one(&args, &engine, &request, &opts),
+        Work::Batch(mut batch) => answer_batch(&args, &engine, &mut batch, &opts),
+    }
+}
+
+fn answer_one(
+    args: &DecideArgs,
+    engine: &Engine,
+    request: &Request,
+    opts: &DecideOptions,
+) -> anyhow::Result<ExitCode> {
+    let decision = match engine.decide(request, opts) {
         Ok(d) => d,
         Err(e) => return Ok(refuse(&clef_server::api_error(e))),
     };
     let answer_opts = args.output.answer_options();
     let response = match build_response(
-        &file.request,
+        request,
         &decision.probabilities_f64(),
         decision.encoded.input_ids.len(),
         &answer_opts,
@@ -94,28 +102,13 @@ pub fn run(args: DecideArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Whether the file is a batch document (an object with `question_sets`).
-fn is_batch(bytes: &[u8]) -> bool {
-    matches!(parse_json_with_depth(bytes, 256), Ok(Json::Object(o)) if o.contains_key("question_sets"))
-}
-
-fn run_batch(args: DecideArgs, bytes: &[u8]) -> anyhow::Result<ExitCode> {
-    let limits = Limits::for_profile(args.profile.unwrap_or(Profile::Workers));
-    let mut batch = match clef_api::parse_batch_request(bytes, &limits) {
-        Ok(b) => b,
-        Err(e) => return Ok(refuse(&e)),
-    };
-    let engine = Engine::load(&args.engine.model, args.engine.config(limits)?)?;
-    let opts = DecideOptions {
-        truncation: if args.truncate {
-            Truncation::State
-        } else {
-            Truncation::Refuse
-        },
-        max_length: args.max_length,
-        ..Default::default()
-    };
-    let decisions = match engine.decide_batch(&mut batch, &opts) {
+fn answer_batch(
+    args: &DecideArgs,
+    engine: &Engine,
+    batch: &mut BatchRequest,
+    opts: &DecideOptions,
+) -> anyhow::Result<ExitCode> {
+    let decisions = match engine.decide_batch(batch, opts) {
         Ok(d) => d,
         Err(e) => return Ok(refuse(&clef_server::api_error(e))),
     };

@@ -7,13 +7,13 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
-use clef_api::{ApiError, Json, Limits, Profile, Request, VideoInput};
+use clef_api::{ApiError, Json, Limits, Profile, Request, VideoInput, Work};
 use clef_encode::{
     EncodeOptions, Encoded, Encoder, ImageLayout, MediaLayout, Truncation, VideoLayout,
 };
 use clef_media::{MediaLimits, ProcessorConfig};
 
-use super::request_file::{parse_request_file, RequestFile};
+use super::request_file::{parse_request_file, FileKind};
 
 #[derive(Args)]
 pub struct EncodeArgs {
@@ -71,13 +71,23 @@ fn encode(args: &EncodeArgs) -> anyhow::Result<Result<Encoded, ApiError>> {
     let bytes = std::fs::read(&args.request)
         .with_context(|| format!("reading {}", args.request.display()))?;
     let limits = Limits::for_profile(args.profile);
-    let input = match parse_request_file(&bytes, &limits) {
+    // One request: a batch document is validated as a request (and refused as one).
+    let kind = match FileKind::of(&bytes) {
+        FileKind::Fixture => FileKind::Fixture,
+        FileKind::Request | FileKind::Batch => FileKind::Request,
+    };
+    let input = match parse_request_file(&bytes, &limits, kind) {
         Ok(input) => input,
         Err(refusal) => return Ok(Err(refusal)),
     };
+    let Work::One(request) = &input.work else {
+        return Ok(Err(ApiError::structure(
+            "clef encode reads one request, not a batch",
+        )));
+    };
     let encoder = Encoder::from_path(&args.tokenizer)
         .with_context(|| format!("loading the tokenizer {}", args.tokenizer.display()))?;
-    let media = match media_layout(&input, &args.tokenizer) {
+    let media = match media_layout(request, input.media.as_ref(), &args.tokenizer) {
         Ok(media) => media,
         Err(refusal) => return Ok(Err(refusal)),
     };
@@ -99,16 +109,21 @@ fn encode(args: &EncodeArgs) -> anyhow::Result<Result<Encoded, ApiError>> {
         truncation,
     };
     Ok(encoder
-        .encode(&input.request, &media, &opts)
+        .encode(request, &media, &opts)
         .map_err(ApiError::from))
 }
 
-fn media_layout(input: &RequestFile, tokenizer: &Path) -> Result<MediaLayout, ApiError> {
-    let req = &input.request;
+/// The media's token layout: from a fixture's `media` record when it has one, else from the
+/// media themselves.
+fn media_layout(
+    req: &Request,
+    fixture_media: Option<&Json>,
+    tokenizer: &Path,
+) -> Result<MediaLayout, ApiError> {
     if !req.has_media() {
         return Ok(MediaLayout::default());
     }
-    match &input.media {
+    match fixture_media {
         Some(media) => layout_from_grids(req, media),
         None => layout_from_media(req, tokenizer),
     }

@@ -2,10 +2,10 @@
 //! reference model, e.g. the BF16 release a bundle was converted from) and report agreement,
 //! |dp|, KL, accuracy, Brier, ECE and retention, as the model cards do (docs/evaluation.md).
 
-use super::settings::EngineArgs;
 use clap::Args;
 use clef_api::{Limits, Profile, QuestionKind};
 use clef_encode::Truncation;
+use clef_engine::cli::EngineArgs;
 use clef_engine::{DecideOptions, Engine};
 use clef_eval::{
     EvalRecord, Evaluation, Kind, QuestionOutput, RecordError, RecordOutput, RecordReader,
@@ -46,7 +46,7 @@ pub struct EvalArgs {
     /// a release); `--reference <same bundle> --reference-matmul exact` measures what the
     /// integer products change.
     #[arg(long, value_enum)]
-    pub reference_matmul: Option<super::settings::MatmulArg>,
+    pub reference_matmul: Option<clef_engine::cli::MatmulArg>,
 }
 
 fn label(path: &std::path::Path, given: &Option<String>) -> String {
@@ -125,11 +125,11 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
             let mut engine_args = args.engine.clone();
             engine_args.model = dir.clone();
             // the reference is the f32 model whatever the compared model's activation mode
-            engine_args.activations = super::settings::ActivationsArg::F32;
+            engine_args.activations = clef_engine::cli::ActivationsArg::F32;
             // and sees images resized exactly as the compared model does (a LUT-6 bundle
             // lowers the budget to 262,144 px)
-            engine_args.max_image_pixels = Some(model.config.media.max_image_pixels);
-            engine_args.matmul = super::settings::MatmulArgs {
+            engine_args.max_image_pixels = Some(model.media_limits().max_image_pixels);
+            engine_args.matmul = clef_engine::cli::MatmulArgs {
                 mode: args.reference_matmul,
             };
             Some(Engine::load(dir, engine_args.config(limits)?)?)

@@ -1,4 +1,5 @@
-//! One module per subcommand; each exposes `XArgs` (clap) and `run(XArgs)`.
+//! One module per subcommand; each exposes `XArgs` (clap) and `run(XArgs)`. `serve` is the
+//! server crate's own command line (`clef_server::cli`), which the `clef-server` binary shares.
 
 pub mod bench;
 pub mod convert;
@@ -9,7 +10,5 @@ pub mod eval;
 pub mod export;
 pub mod inspect;
 pub mod request_file;
-pub mod serve;
-pub mod settings;
 pub mod synth;
 pub mod verify;

@@ -1,24 +1,45 @@
-//! Request files as the commands read them: a bare System One request, or a reference fixture
-//! that holds one under `"request"` (with the `"max_length"` the reference encoded it with and,
-//! for media, the patch grids under `"media"`). Fixtures can therefore be fed directly.
+//! Request files as the commands read them: a bare System One request, a batch document (as
+//! `POST /v1/systemone/batch` takes it), or a reference fixture that holds a request under
+//! `"request"` (with the `"max_length"` the reference encoded it with and, for media, the patch
+//! grids under `"media"`). Fixtures can therefore be fed directly.
 
 use anyhow::Context;
-use clef_api::json::parse_json_with_depth;
-use clef_api::{ApiError, Json, Limits, Profile, Request};
+use clef_api::json::{parse_json_with_depth, DEFAULT_MAX_DEPTH};
+use clef_api::{parse_work, ApiError, BodyKind, Json, Limits, Profile, Request, Work};
 use std::path::Path;
 
-/// A request, plus what a fixture file adds around it.
+/// A request (or a batch), plus what a fixture file adds around it.
 pub struct RequestFile {
-    pub request: Request,
+    pub work: Work,
     pub max_length: Option<usize>,
     /// The fixture's `media` record (patch grids), when present.
     pub media: Option<Json>,
     pub is_fixture: bool,
 }
 
-/// Whether the file is a fixture (an object with `request` and no `questions`), read cheaply
-/// so commands can choose their defaults before validating.
-pub fn looks_like_fixture(json: &Json) -> bool {
+/// What a request file holds, told from its top-level keys with a cheap parse, so that
+/// commands can choose their defaults before validating.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileKind {
+    /// A bare System One request (or anything unreadable, which its validation then names).
+    Request,
+    /// A batch document: an object with `question_sets`.
+    Batch,
+    /// A reference fixture: an object with `request` and no `questions`.
+    Fixture,
+}
+
+impl FileKind {
+    pub fn of(bytes: &[u8]) -> FileKind {
+        match parse_json_with_depth(bytes, DEFAULT_MAX_DEPTH) {
+            Ok(Json::Object(o)) if o.contains_key("question_sets") => FileKind::Batch,
+            Ok(json) if looks_like_fixture(&json) => FileKind::Fixture,
+            _ => FileKind::Request,
+        }
+    }
+}
+
+fn looks_like_fixture(json: &Json) -> bool {
     json.as_object()
         .is_some_and(|o| !o.contains_key("questions") && o.contains_key("request"))
 }
@@ -29,32 +50,39 @@ pub fn read_bytes(path: &Path) -> anyhow::Result<Vec<u8>> {
 }
 
 /// The profile to validate with: the one asked for, else `reference` for fixtures (the
-/// reference produced them) and `workers` for bare requests.
-pub fn default_profile(bytes: &[u8], asked: Option<Profile>) -> Profile {
-    asked.unwrap_or_else(|| match parse_json_with_depth(bytes, 256) {
-        Ok(json) if looks_like_fixture(&json) => Profile::Reference,
-        _ => Profile::Workers,
+/// reference produced them) and `workers` for bare requests and batches.
+pub fn default_profile(kind: FileKind, asked: Option<Profile>) -> Profile {
+    asked.unwrap_or(match kind {
+        FileKind::Fixture => Profile::Reference,
+        FileKind::Request | FileKind::Batch => Profile::Workers,
     })
 }
 
-pub fn parse_request_file(bytes: &[u8], limits: &Limits) -> Result<RequestFile, ApiError> {
-    let json = parse_json_with_depth(bytes, limits.max_json_depth)?;
-    if !looks_like_fixture(&json) {
-        // A bare request: the same checks as a request body.
-        if bytes.len() > limits.max_body_bytes {
-            return Err(ApiError::too_large(format!(
-                "request body is {} bytes, at most {}",
-                bytes.len(),
-                limits.max_body_bytes
-            )));
+/// Validate a file of `kind` under `limits`. A bare request or a batch is a request body, read
+/// by the same function as the server's (`clef_api::parse_work`); a fixture's `request` is
+/// validated the same way once its wrapper is read.
+pub fn parse_request_file(
+    bytes: &[u8],
+    limits: &Limits,
+    kind: FileKind,
+) -> Result<RequestFile, ApiError> {
+    let body = |work| RequestFile {
+        work,
+        max_length: None,
+        media: None,
+        is_fixture: false,
+    };
+    match kind {
+        FileKind::Request => {
+            parse_work(bytes, limits, BodyKind::Request { route_model: None }).map(body)
         }
-        return Ok(RequestFile {
-            request: Request::from_json(&json, limits)?,
-            max_length: None,
-            media: None,
-            is_fixture: false,
-        });
+        FileKind::Batch => parse_work(bytes, limits, BodyKind::Batch).map(body),
+        FileKind::Fixture => parse_fixture(bytes, limits),
     }
+}
+
+fn parse_fixture(bytes: &[u8], limits: &Limits) -> Result<RequestFile, ApiError> {
+    let json = parse_json_with_depth(bytes, limits.max_json_depth)?;
     let Some(fixture) = json.as_object() else {
         return Err(ApiError::structure("expected an object"));
     };
@@ -71,7 +99,7 @@ pub fn parse_request_file(bytes: &[u8], limits: &Limits) -> Result<RequestFile, 
         .get("request")
         .ok_or_else(|| ApiError::structure("request: missing"))?;
     Ok(RequestFile {
-        request: Request::from_json(request, limits)?,
+        work: Work::One(Request::from_json(request, limits)?),
         max_length,
         media: fixture.get("media").cloned(),
         is_fixture: true,

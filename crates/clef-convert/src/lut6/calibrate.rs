@@ -51,8 +51,8 @@ pub fn calibrate_down_scales(
     let engine = Engine::load(release, rules.engine_config())
         .map_err(|e| ConvertError::Calibration(format!("loading {}: {e}", release.display())))?;
     let set = read_records(&engine, records, max_records, rules)?;
-    let model = &engine.model;
-    let mut peaks = MlpPeaks(vec![0.0; model.backbone.layers.len()]);
+    let model = engine.model();
+    let mut peaks = MlpPeaks(vec![0.0; model.backbone().layers.len()]);
     // the reference numerics in 128-row chunks, as requests run
     let run = RunOptions::default();
     let opts = rules.options();

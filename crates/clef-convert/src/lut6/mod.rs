@@ -35,10 +35,10 @@ use clef_ane::{
     StoredAs, TensorEntry, TensorsFile, EMBEDDINGS, FORMAT, PROGRAMS_JSON, TENSORS_JSON, VISION,
     WEIGHT_BIN,
 };
+use clef_formats::coreml::BlobWriter;
 use clef_model::bundle::{BundleWriter, Manifest};
 use clef_model::checkpoint::writer::{write_safetensors, TensorSpec};
 use clef_model::tensor::Tensor;
-use clef_quant::coreml::blob::BlobWriter;
 use clef_quant::lut6::{ClusterMode, GROUP_ROWS, LUT_MIN_WEIGHTS};
 use std::collections::BTreeMap;
 use std::io::BufWriter;

@@ -184,7 +184,7 @@ pub fn embed_records(
     scratch_dir: &Path,
     budget: u64,
 ) -> Result<Activations> {
-    let backbone = &engine.model.backbone;
+    let backbone = engine.model().backbone();
     let lens: Vec<usize> = set.records.iter().map(|r| r.ids.len()).collect();
     let mut out = Activations::new(
         &lens,
@@ -429,7 +429,7 @@ mod tests {
         assert!(image.has_media() && !set.records[1].has_media());
         assert_ne!(image.positions, Positions::text(image.ids.len()));
 
-        let backbone = &engine.model.backbone;
+        let backbone = engine.model().backbone();
         let hidden = backbone.hidden();
         let lens: Vec<usize> = set.records.iter().map(|r| r.ids.len()).collect();
         let mut cur = embed_records(&engine, &set, &rules, root.path(), u64::MAX).unwrap();

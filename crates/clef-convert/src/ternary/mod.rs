@@ -251,7 +251,8 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
                     rows,
                     cols,
                 )?;
-                engine.model.backbone.embed = clef_model::rows::RowTable::new(Box::new(table));
+                engine.model_mut().backbone_mut().embed =
+                    clef_model::rows::RowTable::new(Box::new(table));
             }
             report.calib_records = set.records.len();
             report.calib_tokens = set.tokens;
@@ -259,7 +260,7 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
             report.calib_invalid = set.skipped_invalid.clone();
             // the activation budget is shared by the two alternating stores
             let budget = opts.activation_budget / 2;
-            let layers = engine.model.backbone.layers.len();
+            let layers = engine.model().backbone().layers.len();
             // a resumed run whose layers are all done goes straight to the tables
             if (0..layers).any(|li| !journal.is_done(&calibrate::layer_unit(li))) {
                 progress.stage("embedding calibration records");
@@ -274,7 +275,7 @@ pub fn convert_ternary(opts: &TernaryOptions) -> Result<TernaryReport> {
                     times: calibrate::CalibrationTimes::default(),
                 };
                 report.activations_spilled = calibrate::quantize_backbone(
-                    &mut engine.model.backbone,
+                    engine.model_mut().backbone_mut(),
                     &opts.recipe,
                     &set,
                     input,

@@ -2,9 +2,9 @@
 
 use super::tensors::{release_tensors, TensorRole};
 use super::{ModelShapes, Part};
-use crate::coreml::blob::{ALIGNMENT, HEADER_LEN, METADATA_LEN};
 use crate::error::{QuantError, Result};
 use crate::lut6;
+use clef_formats::coreml::{ALIGNMENT, HEADER_LEN, METADATA_LEN};
 
 /// Sizes by part, as in the card's payload figures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

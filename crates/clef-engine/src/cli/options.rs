@@ -1,8 +1,9 @@
-//! Options shared by every command that runs a model (decide, serve, eval, bench).
+//! Options shared by every command that runs a model (`clef decide`, `serve`, `eval`, `bench`,
+//! and the `clef-server` binary).
 
+use crate::{EngineConfig, StateCacheConfig};
 use clap::{Args, ValueEnum};
 use clef_api::{AnswerOptions, ConfidenceFormula, Limits};
-use clef_engine::{EngineConfig, StateCacheConfig};
 use clef_model::{MatmulMode, PrefillOrder, RunOptions};
 use std::path::{Path, PathBuf};
 
@@ -58,7 +59,7 @@ pub struct EngineArgs {
     /// Memory for kept states, in MiB: a request about a state already read (the same state
     /// and media, other questions) runs only its own question tokens. 0 turns the cache off
     /// (for clients that must not learn from timing what others asked about; docs/state-cache.md).
-    #[arg(long, default_value_t = clef_engine::state_cache::DEFAULT_BUDGET_MIB, env = "CLEF_STATE_CACHE_MIB")]
+    #[arg(long, default_value_t = crate::state_cache::DEFAULT_BUDGET_MIB, env = "CLEF_STATE_CACHE_MIB")]
     pub state_cache_mib: usize,
     /// The `ffmpeg` that decodes video files (default: the one on PATH, found once at start-up;
     /// without one, video files are refused with a 422 and frame lists still work).
@@ -68,7 +69,7 @@ pub struct EngineArgs {
     #[arg(long, env = "CLEF_FFPROBE")]
     pub ffprobe: Option<PathBuf>,
     /// States (media plus state tokens) shorter than this are not kept.
-    #[arg(long, default_value_t = clef_engine::state_cache::DEFAULT_MIN_TOKENS, env = "CLEF_STATE_CACHE_MIN_TOKENS")]
+    #[arg(long, default_value_t = crate::state_cache::DEFAULT_MIN_TOKENS, env = "CLEF_STATE_CACHE_MIN_TOKENS")]
     pub state_cache_min_tokens: usize,
 }
 

@@ -4,12 +4,12 @@
 //! embedding is sized by `vision_config`: a mismatch would run without error and place or shape
 //! the media wrongly, so it is refused at load, naming both files.
 
-use crate::engine::LoadError;
+use super::LoadError;
 use clef_encode::SpecialTokens;
 use clef_media::{PreprocessConfig, ProcessorConfig};
 use clef_model::config::{ModelConfig, VisionConfig};
 
-pub(crate) fn check(
+pub(super) fn check(
     config: &ModelConfig,
     special: &SpecialTokens,
     processor: &ProcessorConfig,

@@ -1,4 +1,7 @@
-//! MIL blob storage, version 2 (`weight.bin`, formats.md §2.5).
+//! MIL blob storage, version 2 (`weight.bin`, formats.md §2.5): the Core ML storage a LUT-6
+//! bundle keeps its text weights in. A storage-format fact like the others of this crate, so
+//! that the bundle's reader (`clef-ane`) and its writer (the converter) share it without the
+//! reader depending on the quantizers.
 //!
 //! Layout: a 64-byte header (`u32 count`, `u32 version = 2`, reserved), then per blob a 64-byte
 //! metadata record at a 64-byte aligned offset followed directly by its data. Program references
@@ -9,7 +12,22 @@ use std::io::{Seek, SeekFrom, Write};
 
 use half::f16;
 
-use crate::error::{QuantError, Result};
+/// Result alias of the blob storage.
+pub type Result<T> = std::result::Result<T, BlobError>;
+
+/// What can go wrong writing or reading a blob file.
+#[derive(Debug, thiserror::Error)]
+pub enum BlobError {
+    /// A blob file is malformed, or a blob does not match its declared size.
+    #[error("weight blob file: {0}")]
+    Malformed(String),
+    /// An element count whose bit size does not fit in memory arithmetic.
+    #[error("{what}: size overflows")]
+    SizeOverflow { what: &'static str },
+    /// An I/O failure while writing the file.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
 
 /// Header and metadata size, and the alignment of every metadata record.
 pub const ALIGNMENT: u64 = 64;
@@ -100,7 +118,7 @@ fn align_up(x: u64) -> u64 {
 fn data_len(dtype: MilDType, count: u64) -> Result<(u64, u64)> {
     let bits = count
         .checked_mul(dtype.bits())
-        .ok_or(QuantError::SizeOverflow {
+        .ok_or(BlobError::SizeOverflow {
             what: "blob element count",
         })?;
     let bytes = bits.div_ceil(8);
@@ -137,13 +155,15 @@ impl<W: Write + Seek> BlobWriter<W> {
     pub fn append(&mut self, dtype: MilDType, data: &[u8], element_count: u64) -> Result<u64> {
         let (bytes, padding) = data_len(dtype, element_count)?;
         if data.len() as u64 != bytes {
-            return Err(QuantError::Blob(format!(
+            return Err(BlobError::Malformed(format!(
                 "{dtype:?} blob of {element_count} elements needs {bytes} bytes, got {}",
                 data.len()
             )));
         }
         if self.count == u32::MAX {
-            return Err(QuantError::Blob("too many blobs for a u32 count".into()));
+            return Err(BlobError::Malformed(
+                "too many blobs for a u32 count".into(),
+            ));
         }
         let meta = align_up(self.end);
         let fill = (meta - self.end) as usize;
@@ -235,14 +255,14 @@ impl<'a> BlobFile<'a> {
     /// Checks the header.
     pub fn parse(bytes: &'a [u8]) -> Result<Self> {
         if (bytes.len() as u64) < HEADER_LEN {
-            return Err(QuantError::Blob(format!(
+            return Err(BlobError::Malformed(format!(
                 "file of {} bytes has no header",
                 bytes.len()
             )));
         }
         let version = read_u32(bytes, 4);
         if version != VERSION {
-            return Err(QuantError::Blob(format!(
+            return Err(BlobError::Malformed(format!(
                 "storage version {version}, expected {VERSION}"
             )));
         }
@@ -261,7 +281,7 @@ impl<'a> BlobFile<'a> {
     pub fn blob_at(&self, metadata_offset: u64) -> Result<Blob<'a>> {
         let len = self.bytes.len() as u64;
         if metadata_offset < HEADER_LEN || !metadata_offset.is_multiple_of(ALIGNMENT) {
-            return Err(QuantError::Blob(format!(
+            return Err(BlobError::Malformed(format!(
                 "bad metadata offset {metadata_offset}"
             )));
         }
@@ -269,24 +289,24 @@ impl<'a> BlobFile<'a> {
             .checked_add(METADATA_LEN)
             .filter(|&e| e <= len)
             .ok_or_else(|| {
-                QuantError::Blob(format!("metadata at {metadata_offset} past end of file"))
+                BlobError::Malformed(format!("metadata at {metadata_offset} past end of file"))
             })?;
         let m = metadata_offset as usize;
         let sentinel = read_u32(self.bytes, m);
         if sentinel != SENTINEL {
-            return Err(QuantError::Blob(format!(
+            return Err(BlobError::Malformed(format!(
                 "no sentinel at {metadata_offset} (found {sentinel:#x})"
             )));
         }
         let code = read_u32(self.bytes, m + 4);
         let dtype = MilDType::from_code(code).ok_or_else(|| {
-            QuantError::Blob(format!("unknown dtype code {code} at {metadata_offset}"))
+            BlobError::Malformed(format!("unknown dtype code {code} at {metadata_offset}"))
         })?;
         let size = read_u64(self.bytes, m + 8);
         let data_offset = read_u64(self.bytes, m + 16);
         let padding_bits = read_u64(self.bytes, m + 24);
         if data_offset != meta_end {
-            return Err(QuantError::Blob(format!(
+            return Err(BlobError::Malformed(format!(
                 "blob at {metadata_offset}: data offset {data_offset}, expected {meta_end}"
             )));
         }
@@ -294,13 +314,13 @@ impl<'a> BlobFile<'a> {
             .checked_add(size)
             .filter(|&e| e <= len)
             .ok_or_else(|| {
-                QuantError::Blob(format!("blob at {metadata_offset}: data past end of file"))
+                BlobError::Malformed(format!("blob at {metadata_offset}: data past end of file"))
             })?;
         if padding_bits >= 8
             || (size == 0 && padding_bits != 0)
             || !(size * 8 - padding_bits).is_multiple_of(dtype.bits())
         {
-            return Err(QuantError::Blob(format!(
+            return Err(BlobError::Malformed(format!(
                 "blob at {metadata_offset}: {padding_bits} padding bits do not fit {size} bytes of {dtype:?}"
             )));
         }
@@ -329,20 +349,22 @@ impl<'a> BlobFile<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lut6::{palettize_matrix, unpack6};
+    use crate::lut6::{pack6, unpack6};
     use std::io::Cursor;
 
     #[test]
     fn worked_layout_of_formats_md() {
-        // One 32×64 linear with bias: uint6 indices, two FP16 tables, FP16 bias.
-        let w: Vec<f32> = (0..32 * 64)
-            .map(|i| ((i * 7919) % 1013) as f32 / 1013.0 - 0.5)
+        // One 32×64 linear with bias: uint6 indices, two FP16 tables (one per 16 rows), FP16
+        // bias. The values are arbitrary; the layout is what is checked.
+        let codes: Vec<u8> = (0..32 * 64).map(|i| ((i * 7919) % 64) as u8).collect();
+        let indices = pack6(&codes).unwrap();
+        let luts: Vec<f16> = (0..2 * 64)
+            .map(|i| f16::from_f32(i as f32 / 128.0))
             .collect();
-        let m = palettize_matrix(&w, 32, 64).unwrap();
         let bias: Vec<f16> = (0..32).map(|i| f16::from_f32(i as f32 * 0.01)).collect();
         let mut wr = BlobWriter::new(Cursor::new(Vec::new())).unwrap();
-        let a = wr.append_uint6(&m.indices, 32 * 64).unwrap();
-        let b = wr.append_f16(&m.luts).unwrap();
+        let a = wr.append_uint6(&indices, 32 * 64).unwrap();
+        let b = wr.append_f16(&luts).unwrap();
         let c = wr.append_f16(&bias).unwrap();
         assert_eq!((a, b, c), (64, 1664, 1984));
         let bytes = wr.finish().unwrap().into_inner();
@@ -381,10 +403,7 @@ mod tests {
         );
         assert!(bytes[128 + 1536..1664].iter().all(|&x| x == 0));
         // data reads back
-        assert_eq!(
-            unpack6(blobs[0].data, 2048).unwrap(),
-            unpack6(&m.indices, 2048).unwrap()
-        );
+        assert_eq!(unpack6(blobs[0].data, 2048).unwrap(), codes);
         assert_eq!(blobs[0].element_count(), 2048);
         assert_eq!(blobs[1].element_count(), 128);
         assert_eq!(&blobs[2].data[2..4], &bias[1].to_le_bytes());
@@ -393,8 +412,7 @@ mod tests {
     #[test]
     fn sub_byte_padding_is_recorded_and_header_count_tracks_appends() {
         let mut wr = BlobWriter::new(Cursor::new(Vec::new())).unwrap();
-        wr.append_uint6(&crate::lut6::pack6(&[5, 6, 7]).unwrap(), 3)
-            .unwrap();
+        wr.append_uint6(&pack6(&[5, 6, 7]).unwrap(), 3).unwrap();
         let mut cur = wr.finish().unwrap();
         assert_eq!(read_u32(cur.get_ref(), 0), 1);
         let bytes = cur.get_mut().clone();

@@ -20,7 +20,7 @@ const MAX_DEPTH: usize = 4;
 
 /// SHA-256 over the model folder's files (sorted relative paths, sizes, modification times)
 /// and the contents of its describing files.
-pub fn model_identity(dir: &Path) -> std::io::Result<[u8; 32]> {
+pub(super) fn model_identity(dir: &Path) -> std::io::Result<[u8; 32]> {
     let mut files = Vec::new();
     walk(dir, dir, 0, &mut files)?;
     files.sort();

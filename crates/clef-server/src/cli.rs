@@ -1,11 +1,12 @@
-//! `clef serve`: the HTTP server (crates/clef-server) with its settings as flags and
-//! environment variables. Binds first and prints `listening on ADDR` on stdout, then loads the
-//! model in the background (`/readyz` turns 200 when it is loaded).
+//! The server's command line: its settings as flags and environment variables, the same for
+//! `clef serve` (which takes [`ServeArgs`] as its subcommand) and the `clef-server` binary.
+//! Binds first and prints `listening on ADDR` on stdout, then loads the model in the background
+//! (`/readyz` turns 200 when it is loaded).
 
-use super::settings::{EngineArgs, OutputArgs};
+use crate::{serve_blocking, Launch, NameOptions, ServerConfig};
 use clap::{Args, ValueEnum};
 use clef_api::{Limits, Profile};
-use clef_server::{serve_blocking, Launch, NameOptions, ServerConfig};
+use clef_engine::cli::{EngineArgs, OutputArgs};
 use std::io::Write;
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -48,7 +49,7 @@ pub struct ServeArgs {
     pub api_key: Option<String>,
     /// Largest request body in bytes (413, code 5021 above it). The default, 13 MiB, holds
     /// four images within the 8 MiB decoded-image limit plus the state.
-    #[arg(long, default_value_t = clef_server::config::DEFAULT_MAX_BODY_BYTES, env = "CLEF_MAX_BODY_BYTES")]
+    #[arg(long, default_value_t = crate::config::DEFAULT_MAX_BODY_BYTES, env = "CLEF_MAX_BODY_BYTES")]
     pub max_body_bytes: usize,
     /// Requests computed at the same time. Each already uses every inference thread, so 1
     /// (the default) gives the best latency; more only helps overlap media decoding.
@@ -84,12 +85,12 @@ pub struct ServeArgs {
     pub body_timeout: f64,
     /// Bytes per second a request body must keep up after --body-timeout (0: the timeout
     /// bounds the whole body). The default, 65536, is about half a megabit a second.
-    #[arg(long, default_value_t = clef_server::config::DEFAULT_MIN_BODY_RATE, env = "CLEF_MIN_BODY_RATE")]
+    #[arg(long, default_value_t = crate::config::DEFAULT_MIN_BODY_RATE, env = "CLEF_MIN_BODY_RATE")]
     pub min_body_rate: u64,
     /// MiB of request bodies held in memory at once by all connections together; a body
     /// that does not fit now is refused with 429 before it is read. Must hold one body of
     /// --max-body-bytes.
-    #[arg(long, default_value_t = clef_server::config::DEFAULT_BODY_BUDGET_BYTES >> 20, env = "CLEF_BODY_BUDGET_MIB")]
+    #[arg(long, default_value_t = crate::config::DEFAULT_BODY_BUDGET_BYTES >> 20, env = "CLEF_BODY_BUDGET_MIB")]
     pub body_budget_mib: usize,
     /// Seconds sent in Retry-After on 429 and 503.
     #[arg(long, default_value_t = 1, env = "CLEF_RETRY_AFTER")]

@@ -1,0 +1,96 @@
+//! Loading: a model folder (a release, or a bundle by its manifest's format) into an engine,
+//! with its tokenizer and processor settings checked against the model's config (`agreement`),
+//! and what identifies its weights: for the state cache's keys (`identity`) and for people
+//! (`revision`: the source revision and a checksum, and the stored format).
+
+mod agreement;
+mod identity;
+mod revision;
+
+pub use revision::Revision;
+
+use super::{Engine, EngineConfig};
+use crate::media::locate_video_tools;
+use crate::state_cache::StateCache;
+use clef_encode::Encoder;
+#[cfg(feature = "lut6")]
+use clef_formats::BundleFormat;
+use clef_media::ProcessorConfig;
+use clef_model::{Model, ModelError};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Loads any model folder clef.rs reads: a release, or a bundle by its manifest's format (a
+/// LUT-6 bundle's text weights through `clef-ane`, the others as safetensors).
+pub fn load_model(dir: &Path) -> Result<Model, ModelError> {
+    match clef_model::bundle::bundle_format(dir) {
+        #[cfg(feature = "lut6")]
+        Ok(Some(BundleFormat::Lut6)) => clef_ane::load_model(dir),
+        // a release, another format, or a manifest that `Model::load` refuses by name (a LUT-6
+        // bundle too, in a build without the `lut6` feature)
+        _ => Model::load(dir),
+    }
+}
+
+impl Engine {
+    pub fn load(dir: &Path, mut config: EngineConfig) -> Result<Engine, LoadError> {
+        let model = load_model(dir)?;
+        // Resolve the linears' arithmetic once, so that a mode the weights cannot run is a
+        // load error and what is reported (`/v1/models`) is what runs.
+        config.run.matmul = Some(model.matmul_mode(&config.run)?);
+        #[cfg(feature = "lut6")]
+        if config.model_image_cap && model.format() == Some(clef_ane::FORMAT) {
+            config.media.max_image_pixels = config
+                .media
+                .max_image_pixels
+                .min(clef_ane::MAX_IMAGE_PIXELS);
+        }
+        let encoder = Encoder::from_path(dir).map_err(|e| LoadError::Tokenizer(e.to_string()))?;
+        let pc = dir.join("processor_config.json");
+        let processor = if pc.is_file() {
+            ProcessorConfig::from_file(&pc).map_err(|e| LoadError::Processor(e.to_string()))?
+        } else {
+            ProcessorConfig::default()
+        };
+        agreement::check(model.config(), encoder.special_tokens(), &processor)?;
+        let identity = identity::model_identity(dir)
+            .map_err(|e| LoadError::Identity(format!("{}: {e}", dir.display())))?;
+        let (revision, format) = revision::read(dir)?;
+        let state_cache = Arc::new(StateCache::new(config.state_cache.clone()));
+        let video = locate_video_tools(config.ffmpeg.as_deref(), config.ffprobe.as_deref());
+        if let (Err(reason), true) = (&video, config.ffmpeg.is_some() || config.ffprobe.is_some()) {
+            return Err(LoadError::VideoTools(reason.clone()));
+        }
+        Ok(Engine {
+            model,
+            encoder,
+            processor,
+            config,
+            dir: dir.to_path_buf(),
+            identity,
+            revision,
+            format,
+            state_cache,
+            video,
+        })
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+    #[error("processor_config.json: {0}")]
+    Processor(String),
+    /// `--ffmpeg` or `--ffprobe` named a program that does not run.
+    #[error("video programs: {0}")]
+    VideoTools(String),
+    /// The model folder's files could not be listed to identify the weights.
+    #[error("identifying the model's files: {0}")]
+    Identity(String),
+    /// Two of the release's files disagree (see `agreement`).
+    #[error("{0}")]
+    Disagreement(String),
+}
