@@ -1,5 +1,7 @@
 //! One error type for the whole crate: every failure on user data is a typed value, never a panic.
 
+use clef_formats::coreml::BlobError;
+use clef_formats::FormatError;
 use thiserror::Error;
 
 /// Result alias used throughout the crate.
@@ -8,13 +10,13 @@ pub type Result<T> = std::result::Result<T, QuantError>;
 /// Everything that can go wrong while quantizing, packing or reading packed data.
 #[derive(Debug, Error)]
 pub enum QuantError {
-    /// A buffer does not have the length its declared shape implies.
-    #[error("{what}: expected {expected} elements, got {got}")]
-    LengthMismatch {
-        what: &'static str,
-        expected: usize,
-        got: usize,
-    },
+    /// A buffer, shape or code that breaks a storage format's rules (clef-formats' checks,
+    /// converted once, whatever the rule).
+    #[error(transparent)]
+    Format(#[from] FormatError),
+    /// The Core ML blob storage (clef-formats' `coreml`).
+    #[error(transparent)]
+    Blob(#[from] BlobError),
     /// A dimension that must be a multiple of something is not.
     #[error("{what} = {value} is not a multiple of {multiple}")]
     NotMultiple {
@@ -29,20 +31,9 @@ pub enum QuantError {
         value: u64,
         allowed: &'static str,
     },
-    /// A shape whose element or byte count does not fit in memory arithmetic.
-    #[error("{what}: size overflows")]
-    SizeOverflow { what: &'static str },
     /// An input value is NaN or infinite.
     #[error("{what}: non-finite value at index {index}")]
     NonFinite { what: &'static str, index: usize },
-    /// A code (index, trit byte, nibble) is larger than its format allows.
-    #[error("{what}: value {value} at index {index} exceeds the maximum {max}")]
-    CodeOutOfRange {
-        what: &'static str,
-        index: usize,
-        value: u64,
-        max: u64,
-    },
     /// A table entry does not fit in FP16.
     #[error("value {value} does not fit in FP16")]
     F16Overflow { value: f64 },
@@ -52,61 +43,23 @@ pub enum QuantError {
     /// A dense decomposition did not converge.
     #[error("{what} did not converge")]
     NoConvergence { what: &'static str },
-    /// A MIL blob storage file is malformed.
-    #[error("weight blob file: {0}")]
-    Blob(String),
     /// A model configuration is missing a key or has an unusable value.
     #[error("model config: {0}")]
     Config(String),
-    /// An I/O failure while writing or reading a blob file.
+    /// An I/O failure while writing or reading a file.
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }
 
-impl From<clef_formats::FormatError> for QuantError {
-    fn from(e: clef_formats::FormatError) -> Self {
-        use clef_formats::FormatError as F;
-        match e {
-            F::LengthMismatch {
-                what,
-                expected,
-                got,
-            } => QuantError::LengthMismatch {
-                what,
-                expected,
-                got,
-            },
-            F::SizeOverflow { what } => QuantError::SizeOverflow { what },
-            F::CodeOutOfRange {
-                what,
-                index,
-                value,
-                max,
-            } => QuantError::CodeOutOfRange {
-                what,
-                index,
-                value,
-                max,
-            },
-            F::NonFinite { what, index, .. } => QuantError::NonFinite { what, index },
-            // The scale amax/127 that did not fit.
-            F::ScaleOverflow { amax, .. } => QuantError::F16Overflow {
-                value: amax.parse::<f64>().unwrap_or(f64::INFINITY) / 127.0,
-            },
-            F::UnknownFormat { .. } => QuantError::Config(e.to_string()),
+impl QuantError {
+    /// A buffer whose length is not the one its shape implies.
+    pub(crate) fn length(what: &'static str, expected: usize, got: usize) -> Self {
+        FormatError::LengthMismatch {
+            what,
+            expected,
+            got,
         }
-    }
-}
-
-/// The blob storage's failures keep the messages they had when it lived in this crate.
-impl From<clef_formats::coreml::BlobError> for QuantError {
-    fn from(e: clef_formats::coreml::BlobError) -> Self {
-        use clef_formats::coreml::BlobError as B;
-        match e {
-            B::Malformed(message) => QuantError::Blob(message),
-            B::SizeOverflow { what } => QuantError::SizeOverflow { what },
-            B::Io(e) => QuantError::Io(e),
-        }
+        .into()
     }
 }
 
@@ -125,5 +78,40 @@ pub(crate) fn check_finite(what: &'static str, values: &[f32]) -> Result<()> {
     match values.iter().position(|v| !v.is_finite()) {
         Some(index) => Err(QuantError::NonFinite { what, index }),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A format's error passes through whole: the same value inside, the same message outside,
+    /// whatever its kind.
+    #[test]
+    fn format_and_blob_errors_convert_once() {
+        let format = [
+            FormatError::SizeOverflow { what: "w" },
+            FormatError::CodeOutOfRange {
+                what: "trits",
+                index: 3,
+                value: 250,
+                max: 242,
+            },
+            FormatError::ScaleOverflow {
+                group: 2,
+                amax: "1e10".into(),
+            },
+        ];
+        for e in format {
+            let q = QuantError::from(e.clone());
+            assert_eq!(q.to_string(), e.to_string());
+            assert!(matches!(q, QuantError::Format(ref inner) if *inner == e));
+        }
+        let blob = QuantError::from(BlobError::Malformed("short".into()));
+        assert_eq!(blob.to_string(), "weight blob file: short");
+        assert_eq!(
+            QuantError::length("row", 3, 2).to_string(),
+            "row: expected 3 elements, got 2"
+        );
     }
 }

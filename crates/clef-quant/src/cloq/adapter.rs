@@ -145,11 +145,7 @@ pub fn cloq_factors<'a>(
     let weighting = weighting.into();
     if let Weighting::Hessian(h) = weighting {
         if h.dim() != cols {
-            return Err(QuantError::LengthMismatch {
-                what: "Hessian dimension",
-                expected: cols,
-                got: h.dim(),
-            });
+            return Err(QuantError::length("Hessian dimension", cols, h.dim()));
         }
     }
     let r = opts.rank;

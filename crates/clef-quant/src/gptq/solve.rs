@@ -73,11 +73,7 @@ pub fn gptq_quantize_with_stats(
 ) -> Result<(QuantizedMatrix, GptqStats)> {
     check_matrix(w, rows, cols, opts.group_size)?;
     if h.dim() != cols {
-        return Err(QuantError::LengthMismatch {
-            what: "Hessian dimension",
-            expected: cols,
-            got: h.dim(),
-        });
+        return Err(QuantError::length("Hessian dimension", cols, h.dim()));
     }
     if opts.block_size == 0 || opts.row_batch == 0 {
         return Err(QuantError::OutOfRange {

@@ -52,23 +52,14 @@ impl Lut6Matrix {
             });
         }
         if out.len() != self.cols {
-            return Err(QuantError::LengthMismatch {
-                what: "dequantized row",
-                expected: self.cols,
-                got: out.len(),
-            });
+            return Err(QuantError::length("dequantized row", self.cols, out.len()));
         }
         let mut idx = vec![0u8; self.cols];
         unpack6_row(&self.indices, row, self.cols, &mut idx)?;
         let start = (row / GROUP_ROWS) * TABLE_LEN;
-        let table = self
-            .luts
-            .get(start..start + TABLE_LEN)
-            .ok_or(QuantError::LengthMismatch {
-                what: "LUT-6 tables",
-                expected: start + TABLE_LEN,
-                got: self.luts.len(),
-            })?;
+        let table = self.luts.get(start..start + TABLE_LEN).ok_or_else(|| {
+            QuantError::length("LUT-6 tables", start + TABLE_LEN, self.luts.len())
+        })?;
         for (o, &i) in out.iter_mut().zip(&idx) {
             *o = table[i as usize].to_f32();
         }
