@@ -43,7 +43,7 @@ fn an_unknown_level_is_refused_by_name() {
 fn a_level_this_cpu_lacks_is_refused_naming_what_is_missing() {
     let Some(level) = clef_kernels::cpu::Level::all()
         .iter()
-        .find(|l| !l.is_available())
+        .find(|l| !l.on_this_cpu())
     else {
         eprintln!("this CPU has every level of its architecture: nothing to refuse");
         return;

@@ -199,7 +199,7 @@ impl Level {
     }
 
     /// Whether this CPU has what the level requires.
-    pub fn is_available(&self) -> bool {
+    pub fn on_this_cpu(&self) -> bool {
         Features::detected().has_all(self.requires)
     }
 
@@ -214,7 +214,7 @@ impl Level {
                 asked: name.to_string(),
                 known: Level::all().iter().map(|l| l.name).collect(),
             })?;
-        if !level.is_available() {
+        if !level.on_this_cpu() {
             return Err(IsaError::Unavailable {
                 asked: level.name,
                 missing: level.requires.without(Features::detected()),
@@ -226,7 +226,7 @@ impl Level {
 
     /// The levels this CPU has, lowest first (what tests iterate over).
     pub fn available() -> Vec<&'static Level> {
-        Level::all().iter().filter(|l| l.is_available()).collect()
+        Level::all().iter().filter(|l| l.on_this_cpu()).collect()
     }
 
     /// The highest level this CPU has: the name of what runs when `CLEF_ISA` is not set.
@@ -304,12 +304,12 @@ mod tests {
         }
         for level in all {
             assert!(level.allows.has_all(level.requires), "{level:?}");
-            if level.is_available() {
+            if level.on_this_cpu() {
                 assert_eq!(Level::named(&level.name.to_uppercase()), Ok(level));
             }
         }
         assert!(Level::available().contains(&&all[0]));
-        assert!(Level::best().is_available());
+        assert!(Level::best().on_this_cpu());
     }
 
     #[test]
@@ -320,7 +320,7 @@ mod tests {
             "{e}"
         );
         // A level this CPU lacks names what is missing.
-        if let Some(level) = Level::all().iter().find(|l| !l.is_available()) {
+        if let Some(level) = Level::all().iter().find(|l| !l.on_this_cpu()) {
             let e = Level::named(level.name).unwrap_err();
             assert!(matches!(e, IsaError::Unavailable { .. }), "{e}");
         }
