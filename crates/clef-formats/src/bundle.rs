@@ -37,8 +37,8 @@ impl BundleFormat {
     /// The manifest's spelling.
     pub fn name(self) -> &'static str {
         match self {
-            BundleFormat::Bf16 => "bf16",
-            BundleFormat::F16 => "f16",
+            BundleFormat::Bf16 => crate::dense::BF16,
+            BundleFormat::F16 => crate::dense::F16,
             BundleFormat::Lut6 => "clef-lut6-v1",
             BundleFormat::Ternary => "clef-ternary-v1",
             BundleFormat::Q8 => "clef-q8-v2",

@@ -4,14 +4,6 @@
 
 use crate::cpu::{Feature, Features, Kernels, Level};
 
-const ARM: Features = Features::of(&[
-    Feature::Neon,
-    Feature::Dotprod,
-    Feature::I8mm,
-    Feature::Bf16,
-    Feature::Sve,
-]);
-
 /// `scalar`, and `neon` with every extension the CPU has.
 pub(crate) const LEVELS: &[Level] = &[
     Level {
@@ -22,7 +14,7 @@ pub(crate) const LEVELS: &[Level] = &[
     Level {
         name: "neon",
         requires: Features::of(&[Feature::Neon]),
-        allows: ARM,
+        allows: Features::AARCH64,
     },
 ];
 

@@ -57,7 +57,7 @@ pub enum Feature {
 }
 
 impl Feature {
-    /// Every feature, x86-64 ones first.
+    /// Every feature: the x86-64 ones, then (from [`Feature::Neon`] on) the AArch64 ones.
     pub const ALL: [Feature; 16] = [
         Feature::Avx2,
         Feature::Avx512F,
@@ -112,6 +112,12 @@ pub struct Features(u32);
 impl Features {
     /// The empty set: portable code only.
     pub const NONE: Features = Features(0);
+
+    /// Every x86-64 feature ([`Feature::ALL`] lists them first, up to [`Feature::Neon`]).
+    pub const X86_64: Features = Features(Feature::Neon.bit() - 1);
+
+    /// Every AArch64 feature.
+    pub const AARCH64: Features = Features::of(&Feature::ALL).without(Features::X86_64);
 
     /// The set of the listed features.
     pub const fn of(list: &[Feature]) -> Features {
@@ -324,6 +330,17 @@ mod tests {
             let e = Level::named(level.name).unwrap_err();
             assert!(matches!(e, IsaError::Unavailable { .. }), "{e}");
         }
+    }
+
+    #[test]
+    fn the_architectures_split_the_features() {
+        assert!(Features::X86_64.has(Feature::AmxBf16) && !Features::X86_64.has(Feature::Neon));
+        assert!(Features::AARCH64.has(Feature::Sve) && !Features::AARCH64.has(Feature::Avx2));
+        assert_eq!(
+            Features::X86_64.or(Features::AARCH64),
+            Features::of(&Feature::ALL)
+        );
+        assert_eq!(Features::X86_64.and(Features::AARCH64), Features::NONE);
     }
 
     #[test]

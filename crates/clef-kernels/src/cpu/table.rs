@@ -303,23 +303,26 @@ impl Kernels {
             .expect("a table is built for every available level"))
     }
 
+    /// The table this process runs, or why `CLEF_ISA` cannot be honoured; decided once.
+    fn chosen() -> &'static Result<&'static Kernels, IsaError> {
+        static CHOSEN: OnceLock<Result<&'static Kernels, IsaError>> = OnceLock::new();
+        CHOSEN.get_or_init(|| match level_from_env()? {
+            Some(level) => Kernels::named(level.name),
+            None => Kernels::named(Level::best().name),
+        })
+    }
+
     /// The table this process runs: the best level this CPU has, lowered by `CLEF_ISA`; an
     /// unknown or unavailable `CLEF_ISA` is an error. Binaries call this first and stop on the
     /// error, so that [`Kernels::detected`] never meets one.
     pub fn from_env() -> Result<&'static Kernels, IsaError> {
-        static CHOSEN: OnceLock<Result<&'static Kernels, IsaError>> = OnceLock::new();
-        CHOSEN
-            .get_or_init(|| match level_from_env()? {
-                Some(level) => Kernels::named(level.name),
-                None => Kernels::named(Level::best().name),
-            })
-            .clone()
+        Kernels::chosen().clone()
     }
 
-    /// [`Kernels::from_env`]'s table. Panics, naming the problem, when `CLEF_ISA` is invalid:
-    /// the binaries refuse such a value at start-up (see [`Kernels::from_env`]).
+    /// [`Kernels::from_env`]'s table (every product asks, so no copy is made). Panics, naming
+    /// the problem, when `CLEF_ISA` is invalid: the binaries refuse such a value at start-up.
     pub fn detected() -> &'static Kernels {
-        match Kernels::from_env() {
+        match Kernels::chosen() {
             Ok(k) => k,
             Err(e) => panic!("{e}"),
         }

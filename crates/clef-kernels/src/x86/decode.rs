@@ -9,64 +9,73 @@ use crate::formats::q8::GROUP as Q8_GROUP;
 use std::arch::x86_64::*;
 
 // ---- dense bf16 / f16: unaligned loads of 8/16 halves, widened in registers; callers assert
-// `src.len() == 2 · dst.len()` and the tail goes through the scalar code.
+// `src.len() == 2 · dst.len()` and the tail goes through the scalar twin.
+
+/// `dst` from the halves of `src`, `LANES` at a time by `block(src_at, dst_at)`, the tail by
+/// `tail`. Inlined into the `#[target_feature]` entries below.
+#[inline(always)]
+unsafe fn widen<const LANES: usize>(
+    src: &[u8],
+    dst: &mut [f32],
+    block: impl Fn(*const u8, *mut f32),
+    tail: fn(&[u8], &mut [f32]),
+) {
+    let full = dst.len() / LANES * LANES;
+    let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
+    for i in (0..full).step_by(LANES) {
+        block(s.add(2 * i), d.add(i));
+    }
+    tail(&src[2 * full..], &mut dst[full..]);
+}
 
 #[target_feature(enable = "avx512f")]
 pub(crate) unsafe fn bf16_avx512(src: &[u8], dst: &mut [f32]) {
-    let n = dst.len();
-    let full = n / 16 * 16;
-    let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
-    let mut i = 0;
-    while i < full {
-        let h = _mm256_loadu_si256(s.add(2 * i) as *const __m256i);
-        let w = _mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h));
-        _mm512_storeu_ps(d.add(i), _mm512_castsi512_ps(w));
-        i += 16;
-    }
-    crate::decode::bf16_scalar(&src[2 * full..], &mut dst[full..]);
+    widen::<16>(
+        src,
+        dst,
+        |s, d| {
+            let w = _mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(_mm256_loadu_si256(s.cast())));
+            _mm512_storeu_ps(d, _mm512_castsi512_ps(w));
+        },
+        crate::decode::bf16_scalar,
+    )
 }
 
 #[target_feature(enable = "avx2")]
 pub(crate) unsafe fn bf16_avx2(src: &[u8], dst: &mut [f32]) {
-    let n = dst.len();
-    let full = n / 8 * 8;
-    let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
-    let mut i = 0;
-    while i < full {
-        let h = _mm_loadu_si128(s.add(2 * i) as *const __m128i);
-        let w = _mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h));
-        _mm256_storeu_ps(d.add(i), _mm256_castsi256_ps(w));
-        i += 8;
-    }
-    crate::decode::bf16_scalar(&src[2 * full..], &mut dst[full..]);
+    widen::<8>(
+        src,
+        dst,
+        |s, d| {
+            let w = _mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(_mm_loadu_si128(s.cast())));
+            _mm256_storeu_ps(d, _mm256_castsi256_ps(w));
+        },
+        crate::decode::bf16_scalar,
+    )
 }
 
 #[target_feature(enable = "avx512f")]
 pub(crate) unsafe fn f16_avx512(src: &[u8], dst: &mut [f32]) {
-    let n = dst.len();
-    let full = n / 16 * 16;
-    let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
-    let mut i = 0;
-    while i < full {
-        let h = _mm256_loadu_si256(s.add(2 * i) as *const __m256i);
-        _mm512_storeu_ps(d.add(i), _mm512_cvtph_ps(h));
-        i += 16;
-    }
-    crate::decode::f16_scalar(&src[2 * full..], &mut dst[full..]);
+    widen::<16>(
+        src,
+        dst,
+        |s, d| {
+            _mm512_storeu_ps(d, _mm512_cvtph_ps(_mm256_loadu_si256(s.cast())));
+        },
+        crate::decode::f16_scalar,
+    )
 }
 
 #[target_feature(enable = "avx2,f16c")]
 pub(crate) unsafe fn f16_avx2(src: &[u8], dst: &mut [f32]) {
-    let n = dst.len();
-    let full = n / 8 * 8;
-    let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
-    let mut i = 0;
-    while i < full {
-        let h = _mm_loadu_si128(s.add(2 * i) as *const __m128i);
-        _mm256_storeu_ps(d.add(i), _mm256_cvtph_ps(h));
-        i += 8;
-    }
-    crate::decode::f16_scalar(&src[2 * full..], &mut dst[full..]);
+    widen::<8>(
+        src,
+        dst,
+        |s, d| {
+            _mm256_storeu_ps(d, _mm256_cvtph_ps(_mm_loadu_si128(s.cast())));
+        },
+        crate::decode::f16_scalar,
+    )
 }
 
 // ---- q8: within a group, whole blocks of 8 or 16 codes are vector code and the group's

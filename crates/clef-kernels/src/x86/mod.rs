@@ -17,21 +17,6 @@ use crate::cpu::{Family, Feature, Features, Kernels, Level};
 use crate::gemm::TileKernel;
 use std::arch::x86_64::{__cpuid, __cpuid_count, _xgetbv};
 
-/// The x86-64 features of [`Feature`] that have code here or are reported by `clef bench`.
-const X86: Features = Features::of(&[
-    Feature::Avx2,
-    Feature::Avx512F,
-    Feature::Avx512Bw,
-    Feature::Avx512Vl,
-    Feature::Avx512Vbmi,
-    Feature::Avx512Vnni,
-    Feature::AvxVnni,
-    Feature::Avx512Bf16,
-    Feature::AmxTile,
-    Feature::AmxInt8,
-    Feature::AmxBf16,
-]);
-
 const AMX: Features = Features::of(&[Feature::AmxTile, Feature::AmxInt8, Feature::AmxBf16]);
 
 /// The `CLEF_ISA` levels: what an AVX2-only machine runs, one with AVX-VNNI but no AVX-512
@@ -56,7 +41,7 @@ pub(crate) const LEVELS: &[Level] = &[
     Level {
         name: "avx512",
         requires: Features::of(&[Feature::Avx2, Feature::Avx512F]),
-        allows: X86.without(AMX),
+        allows: Features::X86_64.without(AMX),
     },
 ];
 

@@ -9,7 +9,6 @@ use crate::tensor::{Dtype, Tensor};
 use clef_formats::affine4;
 use clef_kernels::formats::affine4::Affine4View;
 use clef_kernels::int8::matmul_int8;
-use clef_kernels::{matmul_panels, Kernels, PanelDecode};
 
 pub struct Affine4 {
     view: Affine4View<Tensor>,
@@ -69,13 +68,7 @@ impl Weight for Affine4 {
         &self.view.parts().0.name
     }
 
-    fn shape(&self) -> (usize, usize) {
-        (self.view.rows(), self.view.cols())
-    }
-
-    fn product(&self, x: &[f32], m: usize, y: &mut [f32]) {
-        matmul_panels(x, m, &self.view, y);
-    }
+    from_the_view!();
 
     fn has_integer_product(&self) -> bool {
         true
@@ -83,10 +76,6 @@ impl Weight for Affine4 {
 
     fn integer_product(&self, x: &[f32], m: usize, y: &mut [f32]) {
         matmul_int8(x, m, &self.view, y);
-    }
-
-    fn row(&self, r: usize, out: &mut [f32]) {
-        self.view.decode_row(Kernels::detected(), r, 0, out);
     }
 
     fn resident_bytes(&self) -> usize {

@@ -6,7 +6,7 @@ use crate::checkpoint::TensorSet;
 use crate::error::Result;
 use crate::tensor::{Dtype, Tensor};
 use clef_formats::{dense, dense_name};
-use clef_kernels::{matmul_panels, Block, Kernels, PanelDecode, WeightView};
+use clef_kernels::WeightView;
 
 pub struct Dense {
     view: WeightView<Tensor>,
@@ -48,19 +48,7 @@ impl Weight for Dense {
         &self.tensor().name
     }
 
-    fn shape(&self) -> (usize, usize) {
-        (self.view.rows(), self.view.cols())
-    }
-
-    fn product(&self, x: &[f32], m: usize, y: &mut [f32]) {
-        matmul_panels(x, m, &self.view, y);
-    }
-
-    fn row(&self, r: usize, out: &mut [f32]) {
-        let cols = self.view.cols();
-        self.view
-            .decode_panel(Kernels::detected(), Block::new(r, 1, 0, cols), out, cols);
-    }
+    from_the_view!();
 
     fn resident_bytes(&self) -> usize {
         self.tensor().bytes().len()

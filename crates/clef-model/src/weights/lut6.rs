@@ -7,7 +7,6 @@ use crate::error::{ModelError, Result};
 use crate::tensor::{Dtype, Tensor};
 use clef_formats::lut6;
 use clef_kernels::formats::lut6::{widen_f16_tables, Lut6View};
-use clef_kernels::{matmul_panels, Kernels, PanelDecode};
 
 pub struct Lut6 {
     view: Lut6View<Tensor, Vec<f32>>,
@@ -68,17 +67,7 @@ impl Weight for Lut6 {
         &self.indices().name
     }
 
-    fn shape(&self) -> (usize, usize) {
-        (self.view.rows(), self.view.cols())
-    }
-
-    fn product(&self, x: &[f32], m: usize, y: &mut [f32]) {
-        matmul_panels(x, m, &self.view, y);
-    }
-
-    fn row(&self, r: usize, out: &mut [f32]) {
-        self.view.decode_row(Kernels::detected(), r, 0, out);
-    }
+    from_the_view!();
 
     fn resident_bytes(&self) -> usize {
         self.indices().bytes().len() + std::mem::size_of_val(self.view.parts().1.as_slice())

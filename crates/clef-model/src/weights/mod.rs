@@ -11,6 +11,26 @@
 //! ([`WeightLayout`]), the first step of loading. Nothing else asks which format a weight is.
 //! docs/architecture.md ("Adding a weight format") lists the files a new format touches.
 
+/// The [`Weight`] methods every format reads straight from its kernel view (`self.view`, a
+/// `PanelDecode`): its shape, the exact product and a row.
+macro_rules! from_the_view {
+    () => {
+        fn shape(&self) -> (usize, usize) {
+            (self.view.rows(), self.view.cols())
+        }
+
+        fn product(&self, x: &[f32], m: usize, y: &mut [f32]) {
+            clef_kernels::matmul_panels(x, m, &self.view, y);
+        }
+
+        fn row(&self, r: usize, out: &mut [f32]) {
+            use clef_kernels::PanelDecode;
+            self.view
+                .decode_row(clef_kernels::Kernels::detected(), r, 0, out);
+        }
+    };
+}
+
 mod affine4;
 mod dense;
 mod lowrank;

@@ -9,7 +9,6 @@ use crate::tensor::{Dtype, Tensor};
 use clef_formats::q8;
 use clef_kernels::formats::q8::Q8View;
 use clef_kernels::int8::matmul_int8;
-use clef_kernels::{matmul_panels, Kernels, PanelDecode};
 
 pub struct Q8 {
     view: Q8View<Tensor>,
@@ -66,13 +65,7 @@ impl Weight for Q8 {
         &self.codes().name
     }
 
-    fn shape(&self) -> (usize, usize) {
-        (self.view.rows(), self.view.cols())
-    }
-
-    fn product(&self, x: &[f32], m: usize, y: &mut [f32]) {
-        matmul_panels(x, m, &self.view, y);
-    }
+    from_the_view!();
 
     fn has_integer_product(&self) -> bool {
         true
@@ -80,10 +73,6 @@ impl Weight for Q8 {
 
     fn integer_product(&self, x: &[f32], m: usize, y: &mut [f32]) {
         matmul_int8(x, m, &self.view, y);
-    }
-
-    fn row(&self, r: usize, out: &mut [f32]) {
-        self.view.decode_row(Kernels::detected(), r, 0, out);
     }
 
     fn resident_bytes(&self) -> usize {

@@ -10,7 +10,6 @@ use crate::tensor::{Dtype, Tensor};
 use clef_formats::ternary;
 use clef_kernels::formats::ternary::TernaryView;
 use clef_kernels::int8::{matmul_int8, TernaryInt8, TernaryPlanes};
-use clef_kernels::{matmul_panels, Kernels, PanelDecode};
 use std::sync::OnceLock;
 
 pub struct Ternary {
@@ -87,13 +86,7 @@ impl Weight for Ternary {
         &self.trits().name
     }
 
-    fn shape(&self) -> (usize, usize) {
-        (self.view.rows(), self.view.cols())
-    }
-
-    fn product(&self, x: &[f32], m: usize, y: &mut [f32]) {
-        matmul_panels(x, m, &self.view, y);
-    }
+    from_the_view!();
 
     fn has_integer_product(&self) -> bool {
         true
@@ -101,10 +94,6 @@ impl Weight for Ternary {
 
     fn integer_product(&self, x: &[f32], m: usize, y: &mut [f32]) {
         matmul_int8(x, m, &self.codes(), y);
-    }
-
-    fn row(&self, r: usize, out: &mut [f32]) {
-        self.view.decode_row(Kernels::detected(), r, 0, out);
     }
 
     fn resident_bytes(&self) -> usize {
