@@ -17,6 +17,7 @@
 mod aarch64;
 mod activation;
 mod attention;
+pub mod bf16;
 mod bulk;
 mod conv;
 pub mod cpu;
@@ -59,6 +60,6 @@ pub use matmul::{
     matmul, matmul_bias, matmul_bias_scalar, matmul_panels, matmul_scalar, matmul_with,
 };
 pub use norm::{l2_normalize, layer_norm, rms_norm, rms_norm_gated, rms_norm_gated_with};
-pub use peak::{measure_fma_peak_gflops, measure_int8_peak_gops};
+pub use peak::{measure_bf16_peak_gflops, measure_fma_peak_gflops, measure_int8_peak_gops};
 pub use rotation::{rotate_groups_into, rotate_groups_into_with, ROTATION_GROUP};
 pub use weights::{Block, PanelDecode, WeightData, WeightView};

@@ -41,6 +41,14 @@ pub fn measure_int8_peak_gops(threads: usize) -> f64 {
     measure(threads, Kernels::detected().int8_peak)
 }
 
+/// Measured bf16 matrix-unit throughput in GFLOP/s on `threads` threads, with the detected
+/// table's bf16 tile instruction (`tdpbf16ps`), or `None` where the table has no bf16 unit.
+pub fn measure_bf16_peak_gflops(threads: usize) -> Option<f64> {
+    Kernels::detected()
+        .bf16_peak
+        .map(|batch| measure(threads, batch))
+}
+
 /// Best summed rate (G-ops/s) over the trials of `batch` (which runs `iters` iterations and
 /// returns the operations done) on `threads` concurrent threads.
 fn measure(threads: usize, batch: impl Fn(u64) -> u64 + Sync) -> f64 {

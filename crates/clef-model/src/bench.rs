@@ -32,6 +32,8 @@ pub struct LinearTime {
     pub flops: f64,
     /// Whether it ran the integer product (int8 mode and integer weights).
     pub integer: bool,
+    /// Whether it ran the bf16 product (bf16 mode and bf16 weights).
+    pub bf16: bool,
 }
 
 /// Times every linear between the observer's two calls.
@@ -57,17 +59,20 @@ impl ForwardObserver for LinearProfiler<'_> {
         };
         let flops = 2.0 * (rows * linear.rows * linear.cols) as f64;
         let integer = self.mode == MatmulMode::Int8 && linear.has_integer_path();
+        let bf16 = self.mode == MatmulMode::Bf16 && linear.has_bf16_path();
         match self.times.iter_mut().find(|t| t.kind == id.kind) {
             Some(t) => {
                 t.seconds += seconds;
                 t.flops += flops;
                 t.integer |= integer;
+                t.bf16 |= bf16;
             }
             None => self.times.push(LinearTime {
                 kind: id.kind,
                 seconds,
                 flops,
                 integer,
+                bf16,
             }),
         }
     }

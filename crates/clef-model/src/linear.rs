@@ -127,6 +127,11 @@ impl Linear {
         self.loaded().is_ok_and(|w| w.has_integer_product())
     }
 
+    /// Whether [`MatmulMode::Bf16`] changes this layer's arithmetic (its weight is bf16).
+    pub fn has_bf16_path(&self) -> bool {
+        self.loaded().is_ok_and(|w| w.has_bf16_product())
+    }
+
     /// [`Linear::forward`] with the given arithmetic.
     pub fn forward_mode(&self, mode: MatmulMode, x: &[f32], m: usize, y: &mut [f32]) -> Result<()> {
         let weight = self.loaded()?;
@@ -140,6 +145,7 @@ impl Linear {
         match mode {
             MatmulMode::Exact => weight.product(x, m, y),
             MatmulMode::Int8 => weight.integer_product(x, m, y),
+            MatmulMode::Bf16 => weight.bf16_product(x, m, y),
         }
         if let Some(b) = &self.bias {
             for row in y.chunks_exact_mut(self.rows) {

@@ -1,7 +1,8 @@
 //! Which arithmetic the backbone's linear layers run (`--matmul`): the exact f32 product of the
-//! stored weights, or the integer product with int8 activations (clef-kernels `int8`,
-//! docs/kernels.md). The integer product only exists for integer weight formats (q8, ternary,
-//! 4-bit affine); dense and LUT-6 weights always run exact.
+//! stored weights, the integer product with int8 activations (clef-kernels `int8`,
+//! docs/kernels.md), or the bf16 product (clef-kernels `bf16`). The integer product only
+//! exists for integer weight formats (q8, ternary, 4-bit affine) and the bf16 product for
+//! weights stored in bf16 (releases, bf16 bundles); other weights run exact in either mode.
 
 use crate::error::{ModelError, Result};
 
@@ -14,15 +15,19 @@ pub enum MatmulMode {
     /// weight codes), integer dot products against the weights' codes, one float scale per
     /// group.
     Int8,
+    /// Activations rounded to bf16, products of the bf16 weights accumulated in f32 in the
+    /// order of the CPU's bf16 matrix unit (AMX): the reference's own GPU arithmetic.
+    Bf16,
 }
 
 impl MatmulMode {
-    pub const ALL: [MatmulMode; 2] = [MatmulMode::Exact, MatmulMode::Int8];
+    pub const ALL: [MatmulMode; 3] = [MatmulMode::Exact, MatmulMode::Int8, MatmulMode::Bf16];
 
     pub fn name(self) -> &'static str {
         match self {
             MatmulMode::Exact => "exact",
             MatmulMode::Int8 => "int8",
+            MatmulMode::Bf16 => "bf16",
         }
     }
 
@@ -30,7 +35,9 @@ impl MatmulMode {
         Self::ALL
             .into_iter()
             .find(|m| m.name().eq_ignore_ascii_case(s.trim()))
-            .ok_or_else(|| ModelError::Input(format!("`{s}` is not a matmul mode (exact, int8)")))
+            .ok_or_else(|| {
+                ModelError::Input(format!("`{s}` is not a matmul mode (exact, int8, bf16)"))
+            })
     }
 }
 

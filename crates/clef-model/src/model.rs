@@ -260,6 +260,17 @@ impl Model {
         })
     }
 
+    /// Whether any backbone linear is stored in bf16, i.e. can run [`MatmulMode::Bf16`].
+    pub fn has_bf16_weights(&self) -> bool {
+        self.backbone.layers.iter().any(|layer| {
+            layer
+                .linear_kinds()
+                .iter()
+                .filter_map(|&kind| layer.linear(kind))
+                .any(|l| l.has_bf16_path())
+        })
+    }
+
     /// The linears' arithmetic when a run does not choose: the integer product for integer
     /// weights (the reason to pick such a bundle is speed), exact for releases and LUT-6.
     pub fn default_matmul(&self) -> MatmulMode {
@@ -281,6 +292,16 @@ impl Model {
                     self.format.map_or("release".to_string(), |f| format!("{f} bundle"))
                 ),
             )),
+            Some(MatmulMode::Bf16) if !self.has_bf16_weights() => Err(ModelError::Input(
+                format!(
+                    "--matmul bf16 needs weights stored in bf16 (a release or a bf16 bundle); this {} has none",
+                    self.format.map_or("release".to_string(), |f| format!("{f} bundle"))
+                ),
+            )),
+            Some(MatmulMode::Bf16) => match clef_kernels::Kernels::detected().bf16_unit() {
+                Some(_) => Ok(MatmulMode::Bf16),
+                None => Err(ModelError::Input(bf16_unit_missing())),
+            },
             Some(mode) => Ok(mode),
         }
     }
@@ -589,4 +610,18 @@ impl Model {
             prefix,
         })
     }
+}
+
+/// Why `--matmul bf16` cannot run here: no bf16 matrix unit at the running level.
+fn bf16_unit_missing() -> String {
+    let k = clef_kernels::Kernels::detected();
+    let why = match clef_kernels::cpu::refusal() {
+        Some(reason) => format!(" ({reason})"),
+        None => String::new(),
+    };
+    format!(
+        "--matmul bf16 needs a bf16 matrix unit (amx-tile and amx-bf16); the kernels run at level `{}` ({}){why}. Use --matmul exact",
+        k.level(),
+        k.features()
+    )
 }

@@ -88,6 +88,12 @@ pub fn serve_blocking(launch: Launch) -> Result<(), LaunchError> {
                             }
                             Err(_) => {}
                         }
+                        if let Some(reason) = described.kernels.refused {
+                            tracing::warn!(
+                                isa = described.kernels.isa,
+                                "AMX is off, the kernels run without it: {reason}"
+                            );
+                        }
                         tracing::info!(
                             names = %model.names.listing(),
                             revision = %described.revision,
@@ -97,6 +103,9 @@ pub fn serve_blocking(launch: Launch) -> Result<(), LaunchError> {
                             // report means little without it.
                             isa = described.kernels.isa,
                             int8_isa = described.kernels.int8_isa,
+                            matmul = described.matmul,
+                            matmul_isa = described.kernels.matmul_isa(described.matmul),
+                            chunk = described.chunk,
                             seconds = t0.elapsed().as_secs_f64(),
                             "model loaded; ready"
                         );

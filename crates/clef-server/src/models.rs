@@ -76,8 +76,12 @@ fn clef_object(model: &LoadedModel, config: &ServerConfig) -> Value {
         "rounding": config.answer.rounding,
         "truncate_state_by_default": config.truncate_state,
         "format": engine.format,
-        // The linears' arithmetic: `exact` (f32) or `int8` (integer products, `--matmul`).
+        // The linears' arithmetic: `exact` (f32), `int8` (integer products) or `bf16`
+        // (`--matmul`), what runs it (`amx`, `avx512vnni`, `avx512 12x32`, ...) and the
+        // instruction-set level (`CLEF_ISA`).
         "matmul": engine.matmul,
+        "matmul_isa": engine.kernels.matmul_isa(engine.matmul),
+        "isa": engine.kernels.isa,
         // Kept states (docs/state-cache.md): a request about a state already read runs only
         // its question tokens.
         "state_cache": {

@@ -5,7 +5,7 @@ use clap::Args;
 use clef_engine::cli::MatmulArgs;
 use clef_kernels::cpu::Family;
 use clef_kernels::Kernels;
-use clef_model::bench::{bench_prefill, BenchResult};
+use clef_model::bench::{bench_prefill, BenchResult, LinearTime};
 use clef_model::{memory, PrefillOrder, RunOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,9 +18,9 @@ pub struct BenchArgs {
     /// Prompt lengths to time, comma separated.
     #[arg(long, value_delimiter = ',', default_value = "512")]
     pub tokens: Vec<usize>,
-    /// Rows per prefill call.
-    #[arg(long, default_value_t = 128)]
-    pub chunk: usize,
+    /// Rows per prefill call (default: 512 with `--matmul bf16`, 128 otherwise).
+    #[arg(long)]
+    pub chunk: Option<usize>,
     /// Untimed warm-up runs before each measurement.
     #[arg(long, default_value_t = 1)]
     pub warmup: usize,
@@ -41,9 +41,13 @@ pub fn run(args: BenchArgs, threads: usize) -> anyhow::Result<ExitCode> {
     let model = clef_engine::load_model(&args.model)?;
     let load_s = t0.elapsed().as_secs_f64();
     let peak = clef_kernels::measure_fma_peak_gflops(threads);
+    let chunk = args.matmul.chunk(args.chunk);
+    if chunk == 0 {
+        anyhow::bail!("--chunk must be at least 1");
+    }
     let opts = RunOptions {
         matmul: args.matmul.mode(),
-        chunk_size: args.chunk,
+        chunk_size: chunk,
         order: if args.low_memory {
             PrefillOrder::LayerMajor
         } else {
@@ -55,9 +59,17 @@ pub fn run(args: BenchArgs, threads: usize) -> anyhow::Result<ExitCode> {
     let kernels = Kernels::detected();
     let int8_peak = (matmul == clef_model::MatmulMode::Int8)
         .then(|| clef_kernels::measure_int8_peak_gops(threads));
+    let bf16_peak = (matmul == clef_model::MatmulMode::Bf16)
+        .then(|| clef_kernels::measure_bf16_peak_gflops(threads))
+        .flatten();
+    let peaks = Peaks {
+        f32: peak,
+        int8: int8_peak,
+        bf16: bf16_peak,
+    };
     if !args.json {
         println!(
-            "model {} | load {:.2} s | RSS after load {} | threads {threads} | matmul {matmul} | ISA {} | f32 FMA peak {peak:.1} GFLOP/s{}",
+            "model {} | load {:.2} s | RSS after load {} | threads {threads} | matmul {matmul} | chunk {chunk} | ISA {} | f32 FMA peak {peak:.1} GFLOP/s{}{}",
             args.model.display(),
             load_s,
             memory::fmt_bytes(memory::rss_bytes()),
@@ -65,6 +77,10 @@ pub fn run(args: BenchArgs, threads: usize) -> anyhow::Result<ExitCode> {
             int8_peak.map_or(String::new(), |p| format!(
                 " | int8 peak {p:.1} G-ops/s ({})",
                 kernels.implementation(Family::Int8Tile)
+            )),
+            bf16_peak.map_or(String::new(), |p| format!(
+                " | bf16 peak {p:.1} GFLOP/s ({})",
+                kernels.implementation(Family::Bf16Tile)
             )),
         );
         println!(
@@ -88,15 +104,17 @@ pub fn run(args: BenchArgs, threads: usize) -> anyhow::Result<ExitCode> {
                     "gflop_scan": r.flops.scan / 1e9, "gflop_attention": r.flops.attention / 1e9,
                     "gflop_head": r.flops.head / 1e9, "gflops_per_second": r.gflops_per_second(),
                     "peak_gflops": peak, "percent_of_peak": pct, "peak_rss_bytes": r.peak_rss,
-                    "threads": threads, "chunk": args.chunk, "matmul": matmul.name(),
+                    "threads": threads, "chunk": chunk, "matmul": matmul.name(),
                     "isa": kernels.level(),
                     "int8_isa": int8_peak.map(|_| kernels.implementation(Family::Int8Tile)),
                     "int8_peak_gops": int8_peak,
+                    "bf16_isa": bf16_peak.map(|_| kernels.implementation(Family::Bf16Tile)),
+                    "bf16_peak_gflops": bf16_peak,
+                    "linear_seconds": r.linears.iter().map(|t| t.seconds).sum::<f64>(),
                     "linears": r.linears.iter().map(|t| serde_json::json!({
                         "kind": t.kind.name(), "seconds": t.seconds, "gflop": t.flops / 1e9,
-                        "integer": t.integer,
-                        "percent_of_peak": 100.0 * t.flops / t.seconds / 1e9
-                            / if t.integer { int8_peak.unwrap_or(peak) } else { peak },
+                        "integer": t.integer, "bf16": t.bf16,
+                        "percent_of_peak": 100.0 * t.flops / t.seconds / 1e9 / peaks.of(t).0,
                     })).collect::<Vec<_>>(),
                 })
             );
@@ -112,17 +130,44 @@ pub fn run(args: BenchArgs, threads: usize) -> anyhow::Result<ExitCode> {
                 pct,
                 memory::fmt_bytes(r.peak_rss)
             );
-            print_linears(&r, peak, int8_peak);
+            print_stages(&r, &peaks);
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// Each linear kind's share of the backbone time and its rate against the matching peak (int8
-/// for the integer products, f32 FMA otherwise).
-fn print_linears(r: &BenchResult, f32_peak: f64, int8_peak: Option<f64>) {
+/// The peaks a run measured: f32 FMA always, the unit of its matmul mode when it has one.
+struct Peaks {
+    f32: f64,
+    int8: Option<f64>,
+    bf16: Option<f64>,
+}
+
+impl Peaks {
+    /// The peak a linear's rate compares with, and its name.
+    fn of(&self, t: &LinearTime) -> (f64, &'static str) {
+        match (t.integer, self.int8, t.bf16, self.bf16) {
+            (true, Some(p), _, _) => (p, "int8"),
+            (_, _, true, Some(p)) => (p, "bf16"),
+            _ => (self.f32, "f32"),
+        }
+    }
+}
+
+/// The prefill's stages as shares of its time (the linears, the rest of the backbone: scan,
+/// conv, attention, norms and gates, and the joint head), then each linear kind's share of
+/// the linears and its rate against the matching peak.
+fn print_stages(r: &BenchResult, peaks: &Peaks) {
     let total: f64 = r.linears.iter().map(|t| t.seconds).sum();
     let work: f64 = r.linears.iter().map(|t| t.flops).sum();
+    let prefill = (r.timings.backbone_s + r.timings.head_s).max(1e-12);
+    let other = (r.timings.backbone_s - total).max(0.0);
+    println!(
+        "        stages: linears {:.1}% | other backbone work (scan, conv, attention, norms) {:.1}% | head {:.1}%",
+        100.0 * total / prefill,
+        100.0 * other / prefill,
+        100.0 * r.timings.head_s / prefill
+    );
     println!(
         "        linears: {:.3} s, {:.1}% of the backbone, {:.1} G-ops/s",
         total,
@@ -131,10 +176,7 @@ fn print_linears(r: &BenchResult, f32_peak: f64, int8_peak: Option<f64>) {
     );
     for t in &r.linears {
         let rate = t.flops / t.seconds.max(1e-12) / 1e9;
-        let (peak, unit) = match (t.integer, int8_peak) {
-            (true, Some(p)) => (p, "int8"),
-            _ => (f32_peak, "f32"),
-        };
+        let (peak, unit) = peaks.of(t);
         println!(
             "        {:<14} {:>8.3} s {:>6.1}% {:>9.1} G-ops/s {:>6.1}% of the {unit} peak",
             t.kind.name(),

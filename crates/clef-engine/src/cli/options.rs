@@ -36,9 +36,11 @@ pub struct EngineArgs {
     /// joint_head.safetensors, tokenizer.json) or a converted bundle.
     #[arg(long, env = "CLEF_MODEL")]
     pub model: PathBuf,
-    /// Rows per prefill call; any value gives the same answers.
-    #[arg(long, default_value_t = 128, env = "CLEF_CHUNK")]
-    pub chunk: usize,
+    /// Rows per prefill call; any value gives the same answers. Default: 512 with
+    /// `--matmul bf16` (each call streams every weight once, which the matrix unit waits on),
+    /// 128 otherwise.
+    #[arg(long, env = "CLEF_CHUNK")]
+    pub chunk: Option<usize>,
     /// Run the prefill layer by layer, dropping each layer's weight pages afterwards, so a
     /// model larger than RAM can run (slower; activations grow with the prompt).
     #[arg(long, env = "CLEF_LOW_MEMORY")]
@@ -76,18 +78,35 @@ pub struct EngineArgs {
 /// `--matmul`, shared with `clef bench`.
 #[derive(Args, Clone, Copy)]
 pub struct MatmulArgs {
-    /// Arithmetic of the linear layers: `exact` (f32 products of the stored weights) or `int8`
-    /// (int8 activations against integer weights). Default: int8 for q8 and ternary bundles,
-    /// exact for releases, f16/bf16 and LUT-6 bundles (which have no integer weights).
+    /// Arithmetic of the linear layers: `exact` (f32 products of the stored weights), `int8`
+    /// (int8 activations against integer weights) or `bf16` (activations rounded to bf16
+    /// against bf16 weights, on a CPU with AMX). Default: int8 for q8 and ternary bundles,
+    /// exact for releases, f16/bf16 and LUT-6 bundles (docs/kernels.md, "bf16 products").
     #[arg(long = "matmul", value_enum, env = "CLEF_MATMUL")]
     pub mode: Option<MatmulArg>,
 }
 
+/// Rows per prefill call when `--chunk` is not given and the mode is not bf16.
+pub const DEFAULT_CHUNK: usize = 128;
+/// Rows per prefill call of `--matmul bf16` when `--chunk` is not given: measured on the
+/// Clef-Flash slice with AMX (docs/performance.md), 512 rows run 1.36-1.38x as fast as 128,
+/// whose calls stream every weight from memory four times as often.
+pub const BF16_CHUNK: usize = 512;
+
 impl MatmulArgs {
+    /// The rows per prefill call: `given`, else the mode's default.
+    pub fn chunk(&self, given: Option<usize>) -> usize {
+        given.unwrap_or(match self.mode() {
+            Some(MatmulMode::Bf16) => BF16_CHUNK,
+            _ => DEFAULT_CHUNK,
+        })
+    }
+
     pub fn mode(&self) -> Option<MatmulMode> {
         self.mode.map(|m| match m {
             MatmulArg::Exact => MatmulMode::Exact,
             MatmulArg::Int8 => MatmulMode::Int8,
+            MatmulArg::Bf16 => MatmulMode::Bf16,
         })
     }
 }
@@ -96,12 +115,14 @@ impl MatmulArgs {
 pub enum MatmulArg {
     Exact,
     Int8,
+    Bf16,
 }
 
 impl EngineArgs {
     pub fn config(&self, mut limits: Limits) -> anyhow::Result<EngineConfig> {
         check_model_folder(&self.model)?;
-        if self.chunk == 0 {
+        let chunk = self.matmul.chunk(self.chunk);
+        if chunk == 0 {
             anyhow::bail!("--chunk must be at least 1");
         }
         if let Some(c) = self.max_context {
@@ -119,7 +140,7 @@ impl EngineArgs {
             ffmpeg: self.ffmpeg.clone(),
             ffprobe: self.ffprobe.clone(),
             run: RunOptions {
-                chunk_size: self.chunk,
+                chunk_size: chunk,
                 order: if self.low_memory {
                     PrefillOrder::LayerMajor
                 } else {

@@ -25,8 +25,10 @@ pub struct EngineDescription {
     pub max_image_pixels: u64,
     /// The programs video files are read with, or why video files are refused.
     pub video_files: Result<VideoPrograms, String>,
-    /// The linears' arithmetic: `exact` or `int8`.
+    /// The linears' arithmetic: `exact`, `int8` or `bf16`.
     pub matmul: &'static str,
+    /// Rows per prefill call.
+    pub chunk: usize,
     /// The state cache's budget and minimum state length.
     pub state_cache: StateCacheConfig,
     /// What the state cache charges for a kept state of `n` tokens (prefix, media and state):
@@ -52,8 +54,26 @@ pub struct VideoPrograms {
 pub struct KernelSets {
     /// The level of the kernel table (`scalar`, `avx2`, `avxvnni`, `avx512`, ...).
     pub isa: &'static str,
-    /// The integer tiles' (`--matmul int8`: `portable`, `avx2`, `avxvnni`, `avx512vnni`).
+    /// The integer tiles' (`--matmul int8`: `portable`, `avx2`, `avxvnni`, `avx512vnni`,
+    /// `amx`).
     pub int8_isa: &'static str,
+    /// The bf16 matrix unit (`--matmul bf16`: `amx`), `None` where the mode is refused.
+    pub bf16_isa: Option<&'static str>,
+    /// The f32 tile (`--matmul exact`).
+    pub f32_isa: &'static str,
+    /// Why a feature the CPU reports is off (the OS refused the AMX tile state), if one is.
+    pub refused: Option<&'static str>,
+}
+
+impl KernelSets {
+    /// What runs the linears in `matmul` mode (`amx`, `avx512vnni`, `avx512 12x32`, ...).
+    pub fn matmul_isa(&self, matmul: &str) -> &'static str {
+        match matmul {
+            "int8" => self.int8_isa,
+            "bf16" => self.bf16_isa.unwrap_or("portable"),
+            _ => self.f32_isa,
+        }
+    }
 }
 
 impl Engine {
@@ -78,6 +98,7 @@ impl Engine {
                 })
                 .map_err(Clone::clone),
             matmul: self.matmul_mode().name(),
+            chunk: self.config.run.chunk_size,
             state_cache: self.state_cache.config().clone(),
             state_bytes_fixed: fixed,
             state_bytes_per_token: self.state_charge(1) - fixed,
@@ -88,9 +109,13 @@ impl Engine {
     /// The instruction sets the kernels picked on this machine. The one place that asks the
     /// kernels which they run.
     pub fn kernels(&self) -> KernelSets {
+        let k = Kernels::detected();
         KernelSets {
-            isa: Kernels::detected().level(),
-            int8_isa: Kernels::detected().implementation(Family::Int8Tile),
+            isa: k.level(),
+            int8_isa: k.implementation(Family::Int8Tile),
+            bf16_isa: k.bf16_unit(),
+            f32_isa: k.implementation(Family::F32Tile),
+            refused: clef_kernels::cpu::refusal(),
         }
     }
 }

@@ -48,3 +48,8 @@ pub(crate) fn detect() -> Features {
 
 /// Arm entries of the kernel table: none yet (portable code throughout).
 pub(crate) fn install(_k: &mut Kernels, _f: Features) {}
+
+/// Nothing on AArch64 needs the operating system's permission.
+pub(crate) fn refusal() -> Option<&'static str> {
+    None
+}

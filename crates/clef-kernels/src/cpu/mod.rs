@@ -248,6 +248,14 @@ impl Level {
     }
 }
 
+/// Why a feature this CPU reports is off, for the start-up log: on x86-64, the operating system
+/// refused the AMX tile state (the AMX kernels are then not used, and the `amx` level is not
+/// available). `None` when nothing was refused.
+pub fn refusal() -> Option<&'static str> {
+    Features::detected();
+    arch::refusal()
+}
+
 /// A `CLEF_ISA` value that cannot be honoured.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum IsaError {
@@ -294,6 +302,10 @@ mod arch {
     }
 
     pub(crate) fn install(_: &mut crate::Kernels, _: Features) {}
+
+    pub(crate) fn refusal() -> Option<&'static str> {
+        None
+    }
 }
 
 #[cfg(test)]

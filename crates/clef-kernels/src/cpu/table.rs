@@ -13,6 +13,7 @@
 
 use super::{level_from_env, Features, IsaError, Level};
 use crate::attention::flash::{Flash, FlashShape};
+use crate::bf16::tile::Bf16Tile;
 use crate::deltanet::chunked::{ChunkInputs, ChunkScratch};
 use crate::formats::affine4::RowParts;
 use crate::formats::lut6::TABLE_LEN;
@@ -130,6 +131,8 @@ pub enum Family {
     F32Tile,
     /// The integer matrix-product micro-kernels.
     Int8Tile,
+    /// The bf16 matrix-product micro-kernel (`--matmul bf16`).
+    Bf16Tile,
     /// Stored weights expanded to f32 (dense, LUT-6, ternary, 4-bit, q8) or to int8 codes.
     WeightDecode,
     /// Activations quantized to int8 codes.
@@ -167,6 +170,7 @@ pub struct Kernels {
     pub(crate) int8_ternary: Int8Tile,
     pub(crate) int8_nibble: Int8Tile,
     pub(crate) int8_byte: Int8Tile,
+    pub(crate) bf16_tile: Bf16Tile,
 
     // weight decoding
     pub(crate) widen_bf16: WidenFn,
@@ -206,6 +210,8 @@ pub struct Kernels {
     // peak measurements
     pub(crate) fma_peak: PeakFn,
     pub(crate) int8_peak: PeakFn,
+    /// `None` where the bf16 tile is the portable one (no unit to measure).
+    pub(crate) bf16_peak: Option<PeakFn>,
 }
 
 impl Kernels {
@@ -222,6 +228,7 @@ impl Kernels {
             names: vec![
                 (Family::F32Tile, "portable"),
                 (Family::Int8Tile, "portable"),
+                (Family::Bf16Tile, "portable"),
                 (Family::WeightDecode, "portable"),
                 (Family::Quantize, "portable"),
                 (Family::Elementwise, "portable"),
@@ -238,6 +245,7 @@ impl Kernels {
             int8_ternary: int8::tile::portable_tile(),
             int8_nibble: int8::tile::portable_tile(),
             int8_byte: int8::tile::portable_tile(),
+            bf16_tile: crate::bf16::tile::portable_tile(),
             widen_bf16: crate::decode::bf16_scalar,
             widen_f16: crate::decode::f16_scalar,
             q8_row: formats::q8::decode_scalar,
@@ -266,6 +274,7 @@ impl Kernels {
             rotate_row: rotation::row_body,
             fma_peak: peak::fma_batch_portable,
             int8_peak: peak::int8_batch_portable,
+            bf16_peak: None,
         }
     }
 
@@ -371,6 +380,16 @@ impl Kernels {
             Vector::Avx2 => choices.avx2,
             #[cfg(target_arch = "x86_64")]
             Vector::Avx512 => choices.avx512,
+        }
+    }
+
+    /// The matrix unit that runs `--matmul bf16` at this level (`amx`), or `None` where only
+    /// the portable tile would: the mode is then refused rather than run at a fraction of the
+    /// exact path's speed.
+    pub fn bf16_unit(&self) -> Option<&'static str> {
+        match self.implementation(Family::Bf16Tile) {
+            "portable" => None,
+            name => Some(name),
         }
     }
 

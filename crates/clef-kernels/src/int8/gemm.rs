@@ -10,6 +10,7 @@ use crate::cpu::Kernels;
 use crate::formats::lowrank::LowRankF32;
 use crate::gemm::transpose::{transpose, SharedRows};
 use crate::gemm::weights::plan_blocks;
+use crate::scratch::Lines;
 use crate::weights::Block;
 use rayon::prelude::*;
 use std::cell::RefCell;
@@ -125,7 +126,8 @@ thread_local! {
 #[derive(Default)]
 struct PassScratch {
     q: QuantizedRows,
-    packed: Vec<u32>,
+    /// Cache-line aligned, as [`BlockScratch::codes`].
+    packed: Lines<u32>,
     tt: Vec<f32>,
 }
 
@@ -138,7 +140,8 @@ struct PassAdapter<'a> {
 
 #[derive(Default)]
 struct BlockScratch {
-    codes: Vec<i8>,
+    /// Cache-line aligned: the AMX tile reads its rows with tile loads.
+    codes: Lines<i8>,
     scales: Vec<f32>,
     offsets: Vec<f32>,
     corr: Vec<i32>,
@@ -288,7 +291,7 @@ fn pass<W: Int8Weights + ?Sized>(
     adapter: Option<PassAdapter>,
     y: &mut [f32],
     q: &mut QuantizedRows,
-    packed: &mut Vec<u32>,
+    packed: &mut Lines<u32>,
 ) {
     let (n, k) = (w.rows(), w.cols());
     let tile = kt.int8_tile(w.code_range());
@@ -297,8 +300,8 @@ fn pass<W: Int8Weights + ?Sized>(
     quantize_rows_with(kt, bits, x, mc, k, q);
     let layout = PackLayout::new(mc, q.groups, tile);
     let total = layout.kblocks * layout.panels * layout.panel_words;
-    packed.clear();
-    packed.resize(total, 0);
+    packed.resize(0);
+    packed.resize(total);
     packed
         .par_chunks_mut(layout.panel_words)
         .enumerate()
@@ -365,7 +368,7 @@ fn block<W: Int8Weights + ?Sized>(
     // Every element read is written first (decoded rows and their groups, the accumulators at
     // the first k-block) except the padding rows of a partial last tile group, which are zero:
     // no buffer is cleared per call (that was a 12 MB memset per Clef-Flash MLP product).
-    grow(&mut s.codes, nrpad * KC);
+    s.codes.grow(nrpad * KC);
     s.codes[nr * KC..nrpad * KC].fill(0);
     for v in [&mut s.scales, &mut s.offsets] {
         grow(v, nrpad * gpk);

@@ -3,6 +3,8 @@
 //! Every `#[target_feature]` function of the crate is in this module's files, and [`install`]
 //! is the only code that reads a feature set to choose among them.
 
+pub(crate) mod amx;
+pub(crate) mod amx_tiles;
 pub(crate) mod compiled;
 pub(crate) mod decode;
 pub(crate) mod f32_tile;
@@ -12,16 +14,19 @@ pub(crate) mod lowrank;
 pub(crate) mod peak;
 pub(crate) mod ternary;
 
+use crate::bf16::tile::Bf16Tile;
 use crate::cpu::table::Vector;
 use crate::cpu::{Family, Feature, Features, Kernels, Level};
 use crate::gemm::TileKernel;
+use crate::int8::tile::Int8Tile;
 use std::arch::x86_64::{__cpuid, __cpuid_count, _xgetbv};
+use std::sync::OnceLock;
 
 const AMX: Features = Features::of(&[Feature::AmxTile, Feature::AmxInt8, Feature::AmxBf16]);
 
 /// The `CLEF_ISA` levels: what an AVX2-only machine runs, one with AVX-VNNI but no AVX-512
-/// (Intel client cores), and every AVX-512 extension (the AMX tiles are not used yet, so no
-/// level allows them).
+/// (Intel client cores), every AVX-512 extension, and the AMX tiles beside them (Intel Xeon
+/// from Sapphire Rapids on).
 pub(crate) const LEVELS: &[Level] = &[
     Level {
         name: "scalar",
@@ -42,6 +47,18 @@ pub(crate) const LEVELS: &[Level] = &[
         name: "avx512",
         requires: Features::of(&[Feature::Avx2, Feature::Avx512F]),
         allows: Features::X86_64.without(AMX),
+    },
+    Level {
+        name: "amx",
+        requires: Features::of(&[
+            Feature::Avx2,
+            Feature::Avx512F,
+            Feature::Avx512Bw,
+            Feature::AmxTile,
+            Feature::AmxInt8,
+            Feature::AmxBf16,
+        ]),
+        allows: Features::X86_64,
     },
 ];
 
@@ -69,9 +86,41 @@ pub(crate) fn detect() -> Features {
     found.or(amx())
 }
 
+/// Why AMX, which this CPU has, is off (the operating system refused the tile state), if it is.
+pub(crate) fn refusal() -> Option<&'static str> {
+    REFUSAL.get().map(String::as_str)
+}
+
+static REFUSAL: OnceLock<String> = OnceLock::new();
+
+/// The AMX features the CPU reports (CPUID, XCR0), kept only when the operating system grants
+/// the tile state: otherwise none, and the reason is kept for the start-up log ([`refusal`]).
+fn amx() -> Features {
+    let (admitted, refused) = admit_amx(amx_reported(), amx::request_permission);
+    if let Some(reason) = refused {
+        let _ = REFUSAL.set(reason);
+    }
+    admitted
+}
+
+/// `reported` AMX features if there are none or `permission` grants them; else none and the
+/// reason.
+fn admit_amx(
+    reported: Features,
+    permission: impl FnOnce() -> Result<(), String>,
+) -> (Features, Option<String>) {
+    if reported == Features::NONE {
+        return (Features::NONE, None);
+    }
+    match permission() {
+        Ok(()) => (reported, None),
+        Err(reason) => (Features::NONE, Some(reason)),
+    }
+}
+
 /// The AMX features, from CPUID leaf 7 and XCR0 (the standard library's detection of them is
 /// not stable): the CPU must have them and the OS must save the tile state.
-fn amx() -> Features {
+fn amx_reported() -> Features {
     // SAFETY: CPUID is available on every x86-64 CPU. (`__cpuid` is safe from Rust 1.90 on and
     // unsafe before; the workspace supports 1.89.)
     #[allow(unused_unsafe)]
@@ -179,5 +228,54 @@ pub(crate) fn install(k: &mut Kernels, f: Features) {
         (k.int8_ternary, k.int8_nibble, k.int8_byte) = (t, t, t);
         k.int8_peak = peak::int8_avx512vnni;
         k.set_name(Family::Int8Tile, "avx512vnni");
+    }
+    if has(&[Avx2, Avx512F, AmxTile, AmxInt8]) {
+        let t = Int8Tile {
+            mr: amx_tiles::MR,
+            mp: amx_tiles::MP,
+            x_bias: 0,
+            plain: amx_tiles::int8::tile::<false>,
+            affine: amx_tiles::int8::tile::<true>,
+        };
+        (k.int8_ternary, k.int8_nibble, k.int8_byte) = (t, t, t);
+        k.int8_peak = peak::int8_amx;
+        k.set_name(Family::Int8Tile, "amx");
+    }
+    if has(&[AmxTile, AmxBf16]) {
+        k.bf16_tile = Bf16Tile {
+            mr: amx_tiles::MR,
+            mp: amx_tiles::MP,
+            run: amx_tiles::bf16::tile,
+        };
+        k.bf16_peak = Some(peak::bf16_amx);
+        k.set_name(Family::Bf16Tile, "amx");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_tile_state_turns_amx_off_with_its_reason() {
+        let reported = Features::of(&[Feature::AmxTile, Feature::AmxInt8]);
+        assert_eq!(admit_amx(reported, || Ok(())), (reported, None));
+        assert_eq!(
+            admit_amx(Features::NONE, || panic!("not asked")),
+            (Features::NONE, None)
+        );
+        let (admitted, reason) = admit_amx(reported, || {
+            Err("arch_prctl: Operation not permitted".into())
+        });
+        assert_eq!(admitted, Features::NONE);
+        assert_eq!(
+            reason.as_deref(),
+            Some("arch_prctl: Operation not permitted")
+        );
+        // This process's own detection: AMX is on exactly when nothing refused it.
+        let detected = Features::detected();
+        if refusal().is_some() {
+            assert!(!detected.has(Feature::AmxTile));
+        }
     }
 }

@@ -150,3 +150,55 @@ pub(crate) fn int8_avx2(iters: u64) -> u64 {
     black_box(unsafe { maddubs_loop_avx2(iters) });
     iters * YMM_INT8_OPS_PER_ITER
 }
+
+/// One AMX tile product: 16 × 16 outputs over 64 int8 or 32 bf16 columns, 2 ops each.
+const AMX_INT8_OPS_PER_DOT: u64 = 16 * 16 * 64 * 2;
+const AMX_BF16_FLOPS_PER_DOT: u64 = 16 * 16 * 32 * 2;
+
+/// Four independent accumulator tiles fed by two operand tiles each, as the AMX tiles of
+/// `super::amx_tiles` run them, with no memory traffic.
+///
+/// # Safety
+/// The CPU has AMX-TILE and the product's extension, and the process holds the permission.
+unsafe fn amx_loop(iters: u64, bf16: bool) {
+    use super::amx;
+    amx::configure();
+    amx::zero::<0>();
+    amx::zero::<1>();
+    amx::zero::<2>();
+    amx::zero::<3>();
+    amx::zero::<4>();
+    amx::zero::<5>();
+    amx::zero::<6>();
+    amx::zero::<7>();
+    for _ in 0..iters {
+        if bf16 {
+            amx::dot_bf16::<0, 4, 6>();
+            amx::dot_bf16::<1, 4, 7>();
+            amx::dot_bf16::<2, 5, 6>();
+            amx::dot_bf16::<3, 5, 7>();
+        } else {
+            amx::dot_i8::<0, 4, 6>();
+            amx::dot_i8::<1, 4, 7>();
+            amx::dot_i8::<2, 5, 6>();
+            amx::dot_i8::<3, 5, 7>();
+        }
+    }
+    let mut out = [0u8; 1024];
+    amx::store::<0>(out.as_mut_ptr(), 64);
+    black_box(out);
+}
+
+/// The AMX `tdpbssd` loop.
+pub(crate) fn int8_amx(iters: u64) -> u64 {
+    // SAFETY: installed only where AMX-TILE and AMX-INT8 are present and permitted.
+    unsafe { amx_loop(iters, false) };
+    iters * 4 * AMX_INT8_OPS_PER_DOT
+}
+
+/// The AMX `tdpbf16ps` loop.
+pub(crate) fn bf16_amx(iters: u64) -> u64 {
+    // SAFETY: installed only where AMX-TILE and AMX-BF16 are present and permitted.
+    unsafe { amx_loop(iters, true) };
+    iters * 4 * AMX_BF16_FLOPS_PER_DOT
+}

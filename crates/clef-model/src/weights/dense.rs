@@ -50,6 +50,18 @@ impl Weight for Dense {
 
     from_the_view!();
 
+    fn has_bf16_product(&self) -> bool {
+        self.format == dense::BF16
+    }
+
+    fn bf16_product(&self, x: &[f32], m: usize, y: &mut [f32]) {
+        if self.has_bf16_product() {
+            clef_kernels::bf16::matmul_bf16(x, m, &self.view, y);
+        } else {
+            self.product(x, m, y);
+        }
+    }
+
     fn resident_bytes(&self) -> usize {
         self.tensor().bytes().len()
     }

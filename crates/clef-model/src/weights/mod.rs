@@ -80,6 +80,18 @@ pub trait Weight: Send + Sync {
         self.product(x, m, y)
     }
 
+    /// Whether the weight is stored in bf16, so that [`Weight::bf16_product`] differs from
+    /// [`Weight::product`].
+    fn has_bf16_product(&self) -> bool {
+        false
+    }
+
+    /// `y = x · Wᵀ` with the activations rounded to bf16 (clef-kernels `bf16`); a weight not
+    /// stored in bf16 runs [`Weight::product`].
+    fn bf16_product(&self, x: &[f32], m: usize, y: &mut [f32]) {
+        self.product(x, m, y)
+    }
+
     /// Row `r` widened to f32 into `out` (`cols` values; `r < rows`, checked by the caller).
     fn row(&self, r: usize, out: &mut [f32]);
 

@@ -1,0 +1,295 @@
+//! Intel AMX: the operating system's permission, the tile configuration, and every AMX
+//! instruction the crate executes, each as one `asm!` (stable Rust has no AMX intrinsics).
+//!
+//! Every kernel here uses one configuration ([`configure`]): palette 1 with all eight tile
+//! registers 16 rows × 64 bytes, the largest shape, which is what both products want (16 × 16
+//! outputs over 64 int8 or 32 bf16 columns per instruction). The tile registers are named in
+//! the instruction text (`tmm0`..`tmm7` cannot be allocated by the compiler), so each wrapper
+//! takes them as const generics; the compiler knows nothing of the tile state, which is sound
+//! because nothing but this module's callers touches it, and a thread's tiles survive context
+//! switches once the process holds the permission.
+
+use std::arch::asm;
+use std::cell::Cell;
+
+/// Rows of every configured tile.
+pub(crate) const ROWS: usize = 16;
+/// Bytes per row of every configured tile.
+pub(crate) const ROW_BYTES: usize = 64;
+
+/// The 64-byte operand of `ldtilecfg` (palette 1).
+#[repr(C, align(64))]
+struct TileConfig {
+    palette: u8,
+    start_row: u8,
+    reserved: [u8; 14],
+    colsb: [u16; 16],
+    rows: [u8; 16],
+}
+
+const CONFIG: TileConfig = {
+    let mut colsb = [0u16; 16];
+    let mut rows = [0u8; 16];
+    let mut t = 0;
+    while t < 8 {
+        colsb[t] = ROW_BYTES as u16;
+        rows[t] = ROWS as u8;
+        t += 1;
+    }
+    TileConfig {
+        palette: 1,
+        start_row: 0,
+        reserved: [0; 14],
+        colsb,
+        rows,
+    }
+};
+
+/// Asks the operating system for the tile-data state (Linux: `arch_prctl(ARCH_REQ_XCOMP_PERM,
+/// XFEATURE_XTILEDATA)`, once per process, valid for every thread). Without it the first tile
+/// instruction faults: a kernel older than 5.16, or a hypervisor or seccomp policy that refuses
+/// it, leaves AMX off with the returned reason.
+pub(crate) fn request_permission() -> Result<(), String> {
+    #[cfg(target_os = "linux")]
+    {
+        const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
+        const XFEATURE_XTILEDATA: libc::c_long = 18;
+        // SAFETY: arch_prctl with these arguments only changes the process's permitted
+        // extended state; it reads and writes no memory of ours.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_arch_prctl,
+                ARCH_REQ_XCOMP_PERM,
+                XFEATURE_XTILEDATA,
+            )
+        };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(format!(
+                "the kernel refused the AMX tile state (arch_prctl(ARCH_REQ_XCOMP_PERM): {})",
+                std::io::Error::last_os_error()
+            ))
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        Err("AMX is used on Linux only (no tile-state permission request for this OS)".into())
+    }
+}
+
+thread_local! {
+    /// Whether this thread's tiles hold [`CONFIG`].
+    static CONFIGURED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Loads [`CONFIG`] into this thread's tile configuration, once per thread (`ldtilecfg` also
+/// zeroes every tile, so it is not repeated per call).
+///
+/// # Safety
+/// The CPU must have AMX-TILE and the process the permission ([`request_permission`]).
+#[inline]
+pub(crate) unsafe fn configure() {
+    if !CONFIGURED.get() {
+        asm!("ldtilecfg [{}]", in(reg) &CONFIG as *const TileConfig, options(nostack, preserves_flags));
+        CONFIGURED.set(true);
+    }
+}
+
+/// `tileloadd tmmT, [ptr + stride·i]`: 16 rows of 64 bytes.
+///
+/// # Safety
+/// [`configure`] has run on this thread; `ptr + r·stride .. + 64` is readable for r < 16.
+#[inline(always)]
+pub(crate) unsafe fn load<const T: u8>(ptr: *const u8, stride: usize) {
+    asm!("tileloadd tmm{t}, [{p} + {s} * 1]", t = const T, p = in(reg) ptr, s = in(reg) stride,
+        options(nostack, preserves_flags, readonly));
+}
+
+/// `tilestored [ptr + stride·i], tmmT`.
+///
+/// # Safety
+/// [`configure`] has run on this thread; `ptr + r·stride .. + 64` is writable for r < 16.
+#[inline(always)]
+pub(crate) unsafe fn store<const T: u8>(ptr: *mut u8, stride: usize) {
+    asm!("tilestored [{p} + {s} * 1], tmm{t}", t = const T, p = in(reg) ptr, s = in(reg) stride,
+        options(nostack, preserves_flags));
+}
+
+/// `tilezero tmmT`.
+///
+/// # Safety
+/// [`configure`] has run on this thread.
+#[inline(always)]
+pub(crate) unsafe fn zero<const T: u8>() {
+    asm!("tilezero tmm{t}", t = const T, options(nostack, preserves_flags, nomem));
+}
+
+/// `tdpbssd tmmC, tmmA, tmmB`: `C[m][n] += Σ_{k<64} A[m][k] · B[k/4][4n + k%4]` over signed
+/// bytes into i32 (wrapping, which 64 products of at most 127² never reach).
+///
+/// # Safety
+/// [`configure`] has run on this thread and the CPU has AMX-INT8.
+#[inline(always)]
+pub(crate) unsafe fn dot_i8<const C: u8, const A: u8, const B: u8>() {
+    asm!("tdpbssd tmm{c}, tmm{a}, tmm{b}", c = const C, a = const A, b = const B,
+        options(nostack, preserves_flags, nomem));
+}
+
+/// `tdpbf16ps tmmC, tmmA, tmmB`: per output, over the 16 bf16 pairs of a row, an even and an
+/// odd f32 sum (fused multiply-adds from +0) whose sum is then added to `C`; inputs and
+/// results denormal-flushed (the arithmetic of `crate::bf16::tile_dot`, which the tests hold
+/// this instruction to).
+///
+/// # Safety
+/// [`configure`] has run on this thread and the CPU has AMX-BF16.
+#[inline(always)]
+pub(crate) unsafe fn dot_bf16<const C: u8, const A: u8, const B: u8>() {
+    asm!("tdpbf16ps tmm{c}, tmm{a}, tmm{b}", c = const C, a = const A, b = const B,
+        options(nostack, preserves_flags, nomem));
+}
+
+#[cfg(test)]
+mod tests {
+    //! One test per instruction against its definition.
+    use super::*;
+    use crate::cpu::{Feature, Features};
+
+    fn have(f: &[Feature]) -> bool {
+        Features::detected().has_all(Features::of(f))
+    }
+
+    fn noise(seed: u64, n: usize) -> Vec<u8> {
+        let mut s = seed | 1;
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                (s >> 24) as u8
+            })
+            .collect()
+    }
+
+    #[test]
+    fn load_store_zero_round_trip() {
+        if !have(&[Feature::AmxTile]) {
+            return;
+        }
+        let src = noise(1, 2 * ROWS * ROW_BYTES);
+        let mut dst = vec![0u8; ROWS * ROW_BYTES * 3];
+        unsafe {
+            configure();
+            // Every other row of src, into rows of stride 3·64.
+            load::<3>(src.as_ptr(), 2 * ROW_BYTES);
+            store::<3>(dst.as_mut_ptr(), 3 * ROW_BYTES);
+        }
+        for r in 0..ROWS {
+            assert_eq!(
+                &dst[r * 3 * ROW_BYTES..][..ROW_BYTES],
+                &src[r * 2 * ROW_BYTES..][..ROW_BYTES]
+            );
+        }
+        unsafe {
+            zero::<3>();
+            store::<3>(dst.as_mut_ptr(), ROW_BYTES);
+        }
+        assert!(dst[..ROWS * ROW_BYTES].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn tdpbssd_is_the_signed_byte_product() {
+        if !have(&[Feature::AmxTile, Feature::AmxInt8]) {
+            return;
+        }
+        let a = noise(2, ROWS * ROW_BYTES);
+        let b = noise(3, ROWS * ROW_BYTES);
+        let c0: Vec<i32> = noise(4, ROWS * 16 * 4)
+            .chunks(4)
+            .map(|w| i32::from_ne_bytes([w[0], w[1], w[2], 0]) - (1 << 23))
+            .collect();
+        let mut c = c0.clone();
+        unsafe {
+            configure();
+            load::<0>(c.as_ptr().cast(), ROW_BYTES);
+            load::<4>(a.as_ptr(), ROW_BYTES);
+            load::<6>(b.as_ptr(), ROW_BYTES);
+            dot_i8::<0, 4, 6>();
+            store::<0>(c.as_mut_ptr().cast(), ROW_BYTES);
+        }
+        for m in 0..ROWS {
+            for n in 0..16 {
+                let dot: i32 = (0..64)
+                    .map(|k| {
+                        i32::from(a[m * 64 + k] as i8)
+                            * i32::from(b[(k / 4) * 64 + 4 * n + k % 4] as i8)
+                    })
+                    .sum();
+                assert_eq!(c[m * 16 + n], c0[m * 16 + n] + dot, "({m}, {n})");
+            }
+        }
+    }
+
+    #[test]
+    fn tdpbf16ps_is_the_tile_arithmetic() {
+        if !have(&[Feature::AmxTile, Feature::AmxBf16]) {
+            return;
+        }
+        for seed in 0..40u64 {
+            let mut a: Vec<u16> = noise(10 + seed, ROWS * ROW_BYTES)
+                .chunks(2)
+                .map(|w| u16::from_ne_bytes([w[0], w[1]]))
+                .collect();
+            let b: Vec<u16> = noise(100 + seed, ROWS * ROW_BYTES)
+                .chunks(2)
+                // Exponents near 1 so that sums cancel and round (random bit patterns are
+                // mostly huge or tiny), with some denormals and zeros kept.
+                .map(|w| {
+                    let v = u16::from_ne_bytes([w[0], w[1]]);
+                    match v % 16 {
+                        0 => v & 0x807f,
+                        1 => v & 0x8000,
+                        _ => (v & 0x807f) | (0x3c00 + ((v >> 7) & 0x7) * 0x80),
+                    }
+                })
+                .collect();
+            for v in a.iter_mut() {
+                *v = match *v % 16 {
+                    0 => *v & 0x807f,
+                    _ => (*v & 0x807f) | (0x3e00 + ((*v >> 7) & 0xf) * 0x80),
+                };
+            }
+            let c0: Vec<f32> = noise(200 + seed, ROWS * 64)
+                .chunks(4)
+                .enumerate()
+                .map(|(i, w)| match i % 23 {
+                    0 => f32::from_bits(u32::from_ne_bytes([w[0], w[1], w[2], 0])), // denormal
+                    1 => -0.0,
+                    _ => (u32::from_ne_bytes([w[0], w[1], w[2], w[3]]) as f32 / 4e9) - 0.5,
+                })
+                .collect();
+            let mut c = c0.clone();
+            unsafe {
+                configure();
+                load::<1>(c.as_ptr().cast(), ROW_BYTES);
+                load::<5>(a.as_ptr().cast(), ROW_BYTES);
+                load::<7>(b.as_ptr().cast(), ROW_BYTES);
+                dot_bf16::<1, 5, 7>();
+                store::<1>(c.as_mut_ptr().cast(), ROW_BYTES);
+            }
+            for m in 0..ROWS {
+                for n in 0..16 {
+                    let row: Vec<u16> = (0..32).map(|k| a[m * 32 + k]).collect();
+                    let col: Vec<u16> = (0..32).map(|k| b[(k / 2) * 32 + 2 * n + k % 2]).collect();
+                    let want = crate::bf16::tile_dot(c0[m * 16 + n], &row, &col);
+                    assert_eq!(
+                        c[m * 16 + n].to_bits(),
+                        want.to_bits(),
+                        "seed {seed} ({m}, {n}): {} vs {want}",
+                        c[m * 16 + n]
+                    );
+                }
+            }
+        }
+    }
+}
