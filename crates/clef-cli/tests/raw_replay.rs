@@ -5,8 +5,9 @@
 //! the last bit, the same ids, the same response. Every kernel level this CPU has is replayed
 //! (`CLEF_ISA` lowers the choice). Two stored sets cover them: `scalar` (the portable tile
 //! multiplies and adds separately) and `avx2`, the outputs of every vector level (`avx2`,
-//! `avxvnni`, `avx512`): their tiles run each output as one fused multiply-add chain in the
-//! same order, whatever the vector width, so they give the same bits.
+//! `avxvnni`, `avx512`, `amx`): their tiles run each output as one fused multiply-add chain in
+//! the same order, whatever the vector width, so they give the same bits (the AMX tiles run
+//! only the int8 and bf16 modes, which a release's default exact path does not use).
 
 mod cli_common;
 
@@ -101,10 +102,15 @@ fn avx512_outputs_are_bit_identical() {
     replay_vector_level("avx512");
 }
 
+#[test]
+fn amx_outputs_are_bit_identical() {
+    replay_vector_level("amx");
+}
+
 /// Every level this architecture knows is one of the replays above.
 #[test]
 fn every_level_is_replayed() {
-    let replayed = ["scalar", "avx2", "avxvnni", "avx512"];
+    let replayed = ["scalar", "avx2", "avxvnni", "avx512", "amx"];
     for level in clef_kernels::cpu::Level::all() {
         assert!(
             replayed.contains(&level.name),

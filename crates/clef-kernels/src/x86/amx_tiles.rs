@@ -93,21 +93,31 @@ pub(crate) mod int8 {
         let dp = dots.0.as_mut_ptr();
         let d = dp.cast::<u8>();
         const LDD: usize = MP * 4;
+        let w = |g: usize| t.w.cast::<u8>().add(g * GROUP);
+        let x = |g: usize| t.x.add(g * STEPS * MP * 4);
+        if t.groups > 0 {
+            amx::load::<4>(w(0), KC);
+            amx::load::<5>(w(0).add(16 * KC), KC);
+            amx::load::<6>(x(0), MP * 4);
+            amx::load::<7>(x(0).add(64), MP * 4);
+        }
         for g in 0..t.groups {
-            let w = t.w.cast::<u8>().add(g * GROUP);
-            let x = t.x.add(g * STEPS * MP * 4);
             amx::zero::<0>();
             amx::zero::<1>();
             amx::zero::<2>();
             amx::zero::<3>();
-            amx::load::<4>(w, KC);
-            amx::load::<5>(w.add(16 * KC), KC);
-            amx::load::<6>(x, MP * 4);
-            amx::load::<7>(x.add(64), MP * 4);
             amx::dot_i8::<0, 4, 6>();
             amx::dot_i8::<1, 4, 7>();
             amx::dot_i8::<2, 5, 6>();
             amx::dot_i8::<3, 5, 7>();
+            // The next group's operands load while this group's products are stored and
+            // scaled.
+            if g + 1 < t.groups {
+                amx::load::<4>(w(g + 1), KC);
+                amx::load::<5>(w(g + 1).add(16 * KC), KC);
+                amx::load::<6>(x(g + 1), MP * 4);
+                amx::load::<7>(x(g + 1).add(64), MP * 4);
+            }
             amx::store::<0>(d, LDD);
             amx::store::<1>(d.add(64), LDD);
             amx::store::<2>(d.add(16 * LDD), LDD);
