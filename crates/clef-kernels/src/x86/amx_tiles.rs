@@ -79,49 +79,64 @@ pub(crate) mod int8 {
     use crate::int8::GROUP;
     use std::arch::x86_64::*;
 
+    /// Two groups' dot products: one being scaled while the next one's are computed.
     #[repr(C, align(64))]
-    struct Dots([i32; MR * MP]);
+    struct Dots([i32; 2 * MR * MP]);
+
+    /// Row stride of the stored products, bytes.
+    const LDD: usize = MP * 4;
+
+    /// Issues one group's four products into the output tiles (from zero): the operands must
+    /// be loaded.
+    #[inline(always)]
+    unsafe fn products() {
+        amx::zero::<0>();
+        amx::zero::<1>();
+        amx::zero::<2>();
+        amx::zero::<3>();
+        amx::dot_i8::<0, 4, 6>();
+        amx::dot_i8::<1, 4, 7>();
+        amx::dot_i8::<2, 5, 6>();
+        amx::dot_i8::<3, 5, 7>();
+    }
 
     /// # Safety
     /// The CPU has AMX-TILE, AMX-INT8 and AVX-512F, the process holds the tile permission, and
     /// `t` satisfies `crate::int8::tile` for 32 rows and 32 lanes with signed activations.
+    ///
+    /// Software-pipelined: group g's products are stored, group g + 1's operands loaded and
+    /// its products issued, and only then is group g scaled, so that the matrix unit works on
+    /// g + 1 while the vector units scale g (the float update is the longer of the two).
     #[target_feature(enable = "avx512f,avx2,fma")]
     pub(crate) unsafe fn tile<const AFFINE: bool>(t: &TileArgs) {
         amx::configure();
-        let mut dots = Dots([0; MR * MP]);
+        let mut dots = Dots([0; 2 * MR * MP]);
         // One pointer for the tile stores and the vector loads of the products.
         let dp = dots.0.as_mut_ptr();
-        let d = dp.cast::<u8>();
-        const LDD: usize = MP * 4;
         let w = |g: usize| t.w.cast::<u8>().add(g * GROUP);
         let x = |g: usize| t.x.add(g * STEPS * MP * 4);
-        if t.groups > 0 {
-            amx::load::<4>(w(0), KC);
-            amx::load::<5>(w(0).add(16 * KC), KC);
-            amx::load::<6>(x(0), MP * 4);
-            amx::load::<7>(x(0).add(64), MP * 4);
+        let load = |g: usize| {
+            amx::load::<4>(w(g), KC);
+            amx::load::<5>(w(g).add(16 * KC), KC);
+            amx::load::<6>(x(g), MP * 4);
+            amx::load::<7>(x(g).add(64), MP * 4);
+        };
+        if t.groups == 0 {
+            return;
         }
+        load(0);
+        products();
         for g in 0..t.groups {
-            amx::zero::<0>();
-            amx::zero::<1>();
-            amx::zero::<2>();
-            amx::zero::<3>();
-            amx::dot_i8::<0, 4, 6>();
-            amx::dot_i8::<1, 4, 7>();
-            amx::dot_i8::<2, 5, 6>();
-            amx::dot_i8::<3, 5, 7>();
-            // The next group's operands load while this group's products are stored and
-            // scaled.
-            if g + 1 < t.groups {
-                amx::load::<4>(w(g + 1), KC);
-                amx::load::<5>(w(g + 1).add(16 * KC), KC);
-                amx::load::<6>(x(g + 1), MP * 4);
-                amx::load::<7>(x(g + 1).add(64), MP * 4);
-            }
+            let buf = dp.add((g % 2) * MR * MP);
+            let d = buf.cast::<u8>();
             amx::store::<0>(d, LDD);
             amx::store::<1>(d.add(64), LDD);
             amx::store::<2>(d.add(16 * LDD), LDD);
             amx::store::<3>(d.add(16 * LDD + 64), LDD);
+            if g + 1 < t.groups {
+                load(g + 1);
+                products();
+            }
             for a in 0..MR {
                 let sw = _mm512_set1_ps(*t.wscale.add(a * t.gs + g));
                 for v in 0..MP / 16 {
@@ -131,7 +146,7 @@ pub(crate) mod int8 {
                     } else {
                         _mm512_loadu_ps(cp)
                     };
-                    let dot = _mm512_load_si512(dp.add(a * MP + 16 * v).cast());
+                    let dot = _mm512_load_si512(buf.add(a * MP + 16 * v).cast());
                     let sx = _mm512_loadu_ps(t.xscale.add(g * MP + 16 * v));
                     let mut c =
                         _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(sw, sx), prev);
