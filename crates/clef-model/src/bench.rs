@@ -3,7 +3,7 @@
 
 use crate::error::Result;
 use crate::flops::{prefill_flops, FlopCount};
-use crate::forward::{ForwardObserver, LinearId, LinearKind};
+use crate::forward::{ForwardObserver, LinearId, LinearKind, Stage};
 use crate::head::layout::{OptionLayout, QuestionLayout, SchemaLayout};
 use crate::matmul::MatmulMode;
 use crate::memory;
@@ -22,6 +22,8 @@ pub struct BenchResult {
     pub matmul: MatmulMode,
     /// Time and work per linear kind, summed over layers, in the order kinds first ran.
     pub linears: Vec<LinearTime>,
+    /// Seconds per stage besides the linears ([`Stage::ALL`] order), summed over layers.
+    pub stages: Vec<(Stage, f64)>,
 }
 
 /// One linear kind's share of a prefill.
@@ -42,6 +44,7 @@ struct LinearProfiler<'m> {
     mode: MatmulMode,
     started: Option<Instant>,
     times: Vec<LinearTime>,
+    stages: Vec<(Stage, f64)>,
 }
 
 impl ForwardObserver for LinearProfiler<'_> {
@@ -74,6 +77,16 @@ impl ForwardObserver for LinearProfiler<'_> {
                 integer,
                 bf16,
             }),
+        }
+    }
+
+    fn times_stages(&self) -> bool {
+        true
+    }
+
+    fn stage_done(&mut self, stage: Stage, seconds: f64) {
+        if let Some(t) = self.stages.iter_mut().find(|(s, _)| *s == stage) {
+            t.1 += seconds;
         }
     }
 }
@@ -143,6 +156,7 @@ pub fn bench_prefill(model: &Model, len: usize, opts: &RunOptions) -> Result<Ben
         mode: matmul,
         started: None,
         times: Vec::new(),
+        stages: Stage::ALL.iter().map(|&s| (s, 0.0)).collect(),
     };
     let (_, timings) = model.score_observed(&prompt, opts, &mut profiler, &|| false)?;
     let seconds = t0.elapsed().as_secs_f64();
@@ -154,5 +168,6 @@ pub fn bench_prefill(model: &Model, len: usize, opts: &RunOptions) -> Result<Ben
         peak_rss: memory::peak_rss_bytes(),
         matmul,
         linears: profiler.times,
+        stages: profiler.stages,
     })
 }

@@ -9,6 +9,29 @@ use crate::linear::Linear;
 use crate::matmul::MatmulMode;
 use crate::numerics::Numerics;
 
+/// A stage of a decoder layer besides its linears, as profilers time it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Stage {
+    /// The DeltaNet causal depthwise conv and its SiLU.
+    Conv,
+    /// The chunked gated delta-rule scan.
+    Scan,
+    /// Softmax attention over the KV cache (with its output gate).
+    Attention,
+}
+
+impl Stage {
+    pub const ALL: [Stage; 3] = [Stage::Conv, Stage::Scan, Stage::Attention];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Conv => "conv",
+            Stage::Scan => "scan",
+            Stage::Attention => "attention",
+        }
+    }
+}
+
 /// Which linear layer of a decoder layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LinearKind {
@@ -101,6 +124,15 @@ pub trait ForwardObserver {
     /// The linear whose input was just shown has run (profilers time the product between the
     /// two calls).
     fn linear_done(&mut self, _id: LinearId, _rows: usize) {}
+
+    /// Whether [`ForwardObserver::stage_done`] wants the stages timed (clocks are read only
+    /// then).
+    fn times_stages(&self) -> bool {
+        false
+    }
+
+    /// A stage ran for `seconds`.
+    fn stage_done(&mut self, _stage: Stage, _seconds: f64) {}
 }
 
 /// Observes nothing (inference).
@@ -147,6 +179,17 @@ impl<'a> Pass<'a> {
         self.observer
             .linear_done(LinearId::new(self.layer, kind), n);
         Ok(())
+    }
+
+    /// Runs `f` as `stage`, timed when the observer asks for it.
+    pub fn stage<R>(&mut self, stage: Stage, f: impl FnOnce() -> R) -> R {
+        if !self.observer.times_stages() {
+            return f();
+        }
+        let t0 = std::time::Instant::now();
+        let r = f();
+        self.observer.stage_done(stage, t0.elapsed().as_secs_f64());
+        r
     }
 
     /// A tensor leaving an op ([`Numerics::boundary`]).

@@ -26,7 +26,7 @@ pub mod weights;
 pub use backbone::rope::Positions;
 pub use config::{HeadConfig, LayerKind, ModelConfig};
 pub use error::{ModelError, Result};
-pub use forward::{ForwardObserver, LinearId, LinearKind};
+pub use forward::{ForwardObserver, LinearId, LinearKind, Stage};
 pub use head::layout::{OptionLayout, QuestionLayout, SchemaLayout};
 pub use matmul::MatmulMode;
 pub use model::{MediaRows, Model, PrefillOrder, Prompt, RunOptions, Sequence, Timings};

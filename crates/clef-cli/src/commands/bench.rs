@@ -111,6 +111,7 @@ pub fn run(args: BenchArgs, threads: usize) -> anyhow::Result<ExitCode> {
                     "bf16_isa": bf16_peak.map(|_| kernels.implementation(Family::Bf16Tile)),
                     "bf16_peak_gflops": bf16_peak,
                     "linear_seconds": r.linears.iter().map(|t| t.seconds).sum::<f64>(),
+                    "stage_seconds": r.stages.iter().map(|(s, t)| (s.name().to_string(), serde_json::json!(t))).collect::<serde_json::Map<_, _>>(),
                     "linears": r.linears.iter().map(|t| serde_json::json!({
                         "kind": t.kind.name(), "seconds": t.seconds, "gflop": t.flops / 1e9,
                         "integer": t.integer, "bf16": t.bf16,
@@ -154,20 +155,25 @@ impl Peaks {
     }
 }
 
-/// The prefill's stages as shares of its time (the linears, the rest of the backbone: scan,
-/// conv, attention, norms and gates, and the joint head), then each linear kind's share of
-/// the linears and its rate against the matching peak.
+/// The prefill's stages as shares of its time (the linears, the DeltaNet conv and scan,
+/// attention, the rest of the backbone: norms, gates, residuals, embeddings; and the joint
+/// head), then each linear kind's share of the linears and its rate against the matching peak.
 fn print_stages(r: &BenchResult, peaks: &Peaks) {
     let total: f64 = r.linears.iter().map(|t| t.seconds).sum();
     let work: f64 = r.linears.iter().map(|t| t.flops).sum();
     let prefill = (r.timings.backbone_s + r.timings.head_s).max(1e-12);
-    let other = (r.timings.backbone_s - total).max(0.0);
-    println!(
-        "        stages: linears {:.1}% | other backbone work (scan, conv, attention, norms) {:.1}% | head {:.1}%",
-        100.0 * total / prefill,
+    let staged: f64 = r.stages.iter().map(|(_, s)| s).sum();
+    let other = (r.timings.backbone_s - total - staged).max(0.0);
+    let mut line = format!("        stages: linears {:.1}%", 100.0 * total / prefill);
+    for (stage, seconds) in &r.stages {
+        line += &format!(" | {} {:.1}%", stage.name(), 100.0 * seconds / prefill);
+    }
+    line += &format!(
+        " | norms, gates and the rest {:.1}% | head {:.1}%",
         100.0 * other / prefill,
         100.0 * r.timings.head_s / prefill
     );
+    println!("{line}");
     println!(
         "        linears: {:.3} s, {:.1}% of the backbone, {:.1} G-ops/s",
         total,

@@ -18,7 +18,7 @@ const KC: usize = 512;
 /// Upper bound on activation rows per pass. Each pass streams every weight from memory once,
 /// and at the matrix unit's rate that stream is what a pass waits on, so the passes are longer
 /// than the f32 product's (whose tiles are slower than the memory).
-const MC_MAX: usize = 512;
+const MC_MAX: usize = 2048;
 
 /// The bf16 bytes of `w`; the bf16 product is defined for bf16 weights only.
 fn bf16_bytes<B: AsRef<[u8]> + Sync>(w: &WeightView<B>) -> &[u8] {

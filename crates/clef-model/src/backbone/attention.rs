@@ -5,7 +5,7 @@
 use crate::checkpoint::TensorSet;
 use crate::config::TextConfig;
 use crate::error::Result;
-use crate::forward::{LinearKind, Pass};
+use crate::forward::{LinearKind, Pass, Stage};
 use crate::linear::Linear;
 use crate::numerics::AttentionShape;
 use clef_kernels::{mul_sigmoid_in_place, rms_norm};
@@ -170,10 +170,13 @@ impl Attention {
             scale: 1.0 / (d as f32).sqrt(),
             causal: true,
         };
-        pass.numerics.attention(qn, &cache.k, &cache.v, shape, attn);
-        if self.gated {
-            mul_sigmoid_in_place(attn, gate);
-        }
+        let numerics = pass.numerics;
+        pass.stage(Stage::Attention, || {
+            numerics.attention(qn, &cache.k, &cache.v, shape, attn);
+            if self.gated {
+                mul_sigmoid_in_place(attn, gate);
+            }
+        });
         pass.boundary(attn);
         pass.linear(LinearKind::AttentionO, &self.o_proj, attn, n, out)
     }

@@ -5,7 +5,7 @@
 use crate::checkpoint::TensorSet;
 use crate::config::TextConfig;
 use crate::error::Result;
-use crate::forward::{LinearKind, Pass};
+use crate::forward::{LinearKind, Pass, Stage};
 use crate::linear::Linear;
 use clef_kernels::{
     causal_conv1d, deltanet_gates, gated_delta_rule, l2_normalize, rms_norm_gated, scale_in_place,
@@ -180,8 +180,10 @@ impl DeltaNet {
 
         // Causal depthwise conv (taps over the carried history), SiLU, then split into q, k, v.
         let conv_out = sized(&mut s.conv_out, n * conv_dim);
-        causal_conv1d(conv_in, &self.conv, conv_dim, n, conv_out);
-        silu_in_place(conv_out);
+        pass.stage(Stage::Conv, || {
+            causal_conv1d(conv_in, &self.conv, conv_dim, n, conv_out);
+            silu_in_place(conv_out);
+        });
         pass.boundary(conv_out);
         let q = sized(&mut s.q, n * key_dim);
         let k = sized(&mut s.k, n * key_dim);
@@ -209,7 +211,9 @@ impl DeltaNet {
         pass.boundary(beta);
 
         let core = sized(&mut s.core_out, n * value_dim);
-        gated_delta_rule(q, k, v, decay, beta, n, d, &mut state.ssm, core);
+        pass.stage(Stage::Scan, || {
+            gated_delta_rule(q, k, v, decay, beta, n, d, &mut state.ssm, core)
+        });
         // the recurrent state is a program output between calls
         pass.boundary(&mut state.ssm);
         pass.boundary(core);
