@@ -2,7 +2,9 @@
 //! any shape (ragged rows, columns and activation rows), thread count and block split; and the
 //! product stays close to the f32 product of the same values.
 
-use clef_kernels::bf16::{matmul_bf16_reference, matmul_bf16_with, round_to_bf16};
+use clef_kernels::bf16::{
+    matmul_bf16_reference, matmul_bf16_reference_in, matmul_bf16_with, round_to_bf16, Bf16Order,
+};
 use clef_kernels::{matmul_scalar, Kernels, WeightData, WeightView};
 use proptest::prelude::*;
 
@@ -29,9 +31,14 @@ fn check(m: usize, n: usize, k: usize, seed: u64) -> Result<(), TestCaseError> {
     let x = values(seed, m * k, 3.0);
     let wb = bf16_bytes(&values(seed + 1, n * k, 0.5));
     let w = WeightView::new(n, k, WeightData::Bf16(&wb[..])).unwrap();
-    let mut want = vec![0.0f32; m * n];
-    matmul_bf16_reference(&x, m, &w, &mut want);
+    let mut twins = Vec::new();
+    for order in [Bf16Order::Tile, Bf16Order::Pairs] {
+        let mut want = vec![0.0f32; m * n];
+        matmul_bf16_reference_in(order, &x, m, &w, &mut want);
+        twins.push((order, want));
+    }
     for kt in Kernels::available() {
+        let want = &twins.iter().find(|(o, _)| *o == kt.bf16_order()).unwrap().1;
         for threads in [1, 3] {
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)
@@ -39,7 +46,7 @@ fn check(m: usize, n: usize, k: usize, seed: u64) -> Result<(), TestCaseError> {
                 .unwrap();
             let mut got = vec![f32::NAN; m * n];
             pool.install(|| matmul_bf16_with(kt, &x, m, &w, &mut got));
-            for (i, (g, r)) in got.iter().zip(&want).enumerate() {
+            for (i, (g, r)) in got.iter().zip(want.iter()).enumerate() {
                 prop_assert_eq!(
                     g.to_bits(),
                     r.to_bits(),
@@ -107,9 +114,34 @@ fn other_weights_are_refused() {
 
 #[test]
 fn the_bf16_unit_is_named_where_there_is_one() {
+    use clef_kernels::cpu::Feature;
     assert_eq!(Kernels::portable().bf16_unit(), None);
     for kt in Kernels::available() {
-        let amx = kt.features().has(clef_kernels::cpu::Feature::AmxBf16);
-        assert_eq!(kt.bf16_unit().is_some(), amx, "{kt:?}");
+        let f = kt.features();
+        let (unit, order) = if f.has(Feature::AmxBf16) {
+            (Some("amx"), Bf16Order::Tile)
+        } else if f.has(Feature::Avx512Bf16) {
+            (Some("avx512bf16"), Bf16Order::Pairs)
+        } else {
+            (None, Bf16Order::Tile)
+        };
+        assert_eq!((kt.bf16_unit(), kt.bf16_order()), (unit, order), "{kt:?}");
+    }
+}
+
+#[test]
+fn the_two_orders_are_different_arithmetic() {
+    // Both close to the product, not the same bits: a bf16 answer is reproducible per unit.
+    let (m, n, k) = (4, 16, 512);
+    let x = values(11, m * k, 1.0);
+    let wb = bf16_bytes(&values(12, n * k, 1.0));
+    let w = WeightView::new(n, k, WeightData::Bf16(&wb[..])).unwrap();
+    let mut tile = vec![0.0f32; m * n];
+    let mut pairs = vec![0.0f32; m * n];
+    matmul_bf16_reference(&x, m, &w, &mut tile);
+    matmul_bf16_reference_in(Bf16Order::Pairs, &x, m, &w, &mut pairs);
+    assert!(tile.iter().zip(&pairs).any(|(a, b)| a != b));
+    for (a, b) in tile.iter().zip(&pairs) {
+        assert!((a - b).abs() <= 1e-3 * (1.0 + a.abs()), "{a} vs {b}");
     }
 }

@@ -612,7 +612,7 @@ impl Model {
     }
 }
 
-/// Why `--matmul bf16` cannot run here: no bf16 matrix unit at the running level.
+/// Why `--matmul bf16` cannot run here: no bf16 unit at the running level.
 fn bf16_unit_missing() -> String {
     let k = clef_kernels::Kernels::detected();
     let why = match clef_kernels::cpu::refusal() {
@@ -620,7 +620,7 @@ fn bf16_unit_missing() -> String {
         None => String::new(),
     };
     format!(
-        "--matmul bf16 needs a bf16 matrix unit (amx-tile and amx-bf16); the kernels run at level `{}` ({}){why}. Use --matmul exact",
+        "--matmul bf16 needs a bf16 unit (amx-bf16, or avx512bf16); the kernels run at level `{}` ({}){why}. Use --matmul exact",
         k.level(),
         k.features()
     )

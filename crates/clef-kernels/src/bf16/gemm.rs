@@ -3,7 +3,7 @@
 //! results stored as the integer product stores them.
 
 use super::tile::TileArgs;
-use super::{round_to_bf16, tile_dot, CHUNK};
+use super::{round_to_bf16, Bf16Order, CHUNK};
 use crate::cpu::Kernels;
 use crate::gemm::transpose::SharedRows;
 use crate::gemm::weights::plan_blocks;
@@ -77,8 +77,21 @@ pub fn matmul_bf16_with<B: AsRef<[u8]> + Sync>(
     }
 }
 
-/// The reference twin: one output at a time, [`tile_dot`] over the zero-padded chunks.
+/// The reference twin of the AMX order ([`Bf16Order::Tile`], what `--matmul bf16` computes
+/// on an AMX machine).
 pub fn matmul_bf16_reference<B: AsRef<[u8]> + Sync>(
+    x: &[f32],
+    m: usize,
+    w: &WeightView<B>,
+    y: &mut [f32],
+) {
+    matmul_bf16_reference_in(Bf16Order::Tile, x, m, w, y)
+}
+
+/// The reference twin of `order`: one output at a time, the order's chunk step over the
+/// zero-padded chunks.
+pub fn matmul_bf16_reference_in<B: AsRef<[u8]> + Sync>(
+    order: Bf16Order,
     x: &[f32],
     m: usize,
     w: &WeightView<B>,
@@ -101,7 +114,7 @@ pub fn matmul_bf16_reference<B: AsRef<[u8]> + Sync>(
             }
             let mut acc = 0.0f32;
             for (a, b) in wr.chunks_exact(CHUNK).zip(xr.chunks_exact(CHUNK)) {
-                acc = tile_dot(acc, a, b);
+                acc = order.dot(acc, a, b);
             }
             y[i * n + j] = acc;
         }

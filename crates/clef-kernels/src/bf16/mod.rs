@@ -2,21 +2,43 @@
 //! activation rounded to bf16 (round to nearest, ties to even) and the products accumulated
 //! in f32, in the order the matrix units add them.
 //!
-//! The arithmetic is defined by [`tile_dot`], one AMX `tdpbf16ps` step for one output: the
-//! 32 columns of a chunk form 16 pairs; the even products and the odd products are summed
-//! separately (fused multiply-adds from +0, in column order), the two sums are added, and that
-//! is added to the output. Inputs and results that would be denormal are zero (the unit's DAZ
-//! and FTZ, whatever MXCSR says). Columns are processed in chunks of [`CHUNK`], the last one
-//! zero-padded, and every output starts at +0. Each product of two bf16 values is exact in
-//! f32, so every rounding is an addition's, and the order above fixes them all: the AMX tile
-//! gives the bits of [`matmul_bf16_reference`], whatever the block sizes and the thread count
-//! (tests/bf16.rs). A CPU without a bf16 matrix unit runs the portable tile, which is slow;
-//! the model refuses the mode there rather than run it ([`Kernels::bf16_unit`]).
+//! Two units run it, each in its own order, and each order is defined by a portable twin
+//! ([`Bf16Order`]): the AMX tile ([`tile_dot`], `tdpbf16ps`) and AVX512-BF16's `vdpbf16ps`
+//! ([`pair_dot`]). Columns are processed in chunks of [`CHUNK`], the last one zero-padded, and
+//! every output starts at +0. Each product of two bf16 values is exact in f32, so every
+//! rounding is an addition's, and the order fixes them all: each unit's tile gives the bits of
+//! [`matmul_bf16_reference_in`] for its order, whatever the block sizes and the thread count
+//! (tests/bf16.rs). The two orders differ in the last bits, so a bf16 answer is reproducible
+//! per unit (named in `/v1/models`), not across them. A CPU with neither runs the portable
+//! tile, which is slow; the model refuses the mode there rather than run it
+//! ([`Kernels::bf16_unit`]).
 
 mod gemm;
 pub(crate) mod tile;
 
-pub use gemm::{matmul_bf16, matmul_bf16_reference, matmul_bf16_with};
+pub use gemm::{matmul_bf16, matmul_bf16_reference, matmul_bf16_reference_in, matmul_bf16_with};
+
+/// The order in which a bf16 unit adds its products: what a bf16 answer's bits depend on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bf16Order {
+    /// The AMX tile's ([`tile_dot`]): per chunk of 16 pairs an even and an odd sum from +0,
+    /// their sum added to the output.
+    Tile,
+    /// AVX512-BF16 `vdpbf16ps`'s ([`pair_dot`]): one chain over the pairs, each pair's odd
+    /// product added before its even one.
+    Pairs,
+}
+
+impl Bf16Order {
+    /// One chunk of one output in this order.
+    #[inline]
+    pub(crate) fn dot(self, c: f32, a: &[u16], b: &[u16]) -> f32 {
+        match self {
+            Bf16Order::Tile => tile_dot(c, a, b),
+            Bf16Order::Pairs => pair_dot(c, a, b),
+        }
+    }
+}
 
 /// Columns per tile step: 16 pairs of bf16, one 64-byte tile row.
 pub const CHUNK: usize = 32;
@@ -60,6 +82,21 @@ pub(crate) fn tile_dot(c: f32, a: &[u16], b: &[u16]) -> f32 {
         odd = flush(widen_daz(pa[1]).mul_add(widen_daz(pb[1]), odd));
     }
     flush(flush(c) + flush(even + odd))
+}
+
+/// One chunk of one output in `vdpbf16ps`'s order: for each of the 16 pairs in turn,
+/// `c = fma(a₀, b₀, fma(a₁, b₁, c))`, inputs denormal-as-zero and each result flushed (measured
+/// on Sapphire Rapids against 800,000 outputs with denormal inputs and accumulators; the
+/// instruction's documented pseudo-code).
+#[inline]
+pub(crate) fn pair_dot(c: f32, a: &[u16], b: &[u16]) -> f32 {
+    debug_assert!(a.len() == CHUNK && b.len() == CHUNK);
+    let mut c = flush(c);
+    for (pa, pb) in a.chunks_exact(2).zip(b.chunks_exact(2)) {
+        c = flush(widen_daz(pa[1]).mul_add(widen_daz(pb[1]), c));
+        c = flush(widen_daz(pa[0]).mul_add(widen_daz(pb[0]), c));
+    }
+    c
 }
 
 #[cfg(test)]

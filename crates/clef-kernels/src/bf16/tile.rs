@@ -7,7 +7,7 @@
 //! even column), over `chunks` chunks of [`CHUNK`] columns, adding each chunk as
 //! [`super::tile_dot`] does.
 
-use super::{tile_dot, CHUNK};
+use super::{tile_dot, Bf16Order, CHUNK};
 
 /// Raw operands of one tile; the driver checks every extent before building one.
 pub(crate) struct TileArgs {
@@ -31,6 +31,8 @@ pub(crate) type TileFn = unsafe fn(&TileArgs);
 pub(crate) struct Bf16Tile {
     pub mr: usize,
     pub mp: usize,
+    /// The order its unit adds in (what its twin computes).
+    pub order: Bf16Order,
     pub run: TileFn,
 }
 
@@ -39,6 +41,7 @@ pub(crate) fn portable_tile() -> Bf16Tile {
     Bf16Tile {
         mr: portable::MR,
         mp: portable::MP,
+        order: Bf16Order::Tile,
         run: portable::tile,
     }
 }

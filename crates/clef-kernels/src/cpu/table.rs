@@ -383,7 +383,12 @@ impl Kernels {
         }
     }
 
-    /// The matrix unit that runs `--matmul bf16` at this level (`amx`), or `None` where only
+    /// The order this table's bf16 tile adds in: what its `--matmul bf16` bits are.
+    pub fn bf16_order(&self) -> crate::bf16::Bf16Order {
+        self.bf16_tile.order
+    }
+
+    /// The unit that runs `--matmul bf16` at this level (`amx`, `avx512bf16`), or `None` where only
     /// the portable tile would: the mode is then refused rather than run at a fraction of the
     /// exact path's speed.
     pub fn bf16_unit(&self) -> Option<&'static str> {

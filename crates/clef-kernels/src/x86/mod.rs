@@ -5,6 +5,7 @@
 
 pub(crate) mod amx;
 pub(crate) mod amx_tiles;
+pub(crate) mod bf16_dot;
 pub(crate) mod compiled;
 pub(crate) mod decode;
 pub(crate) mod f32_tile;
@@ -15,6 +16,7 @@ pub(crate) mod peak;
 pub(crate) mod ternary;
 
 use crate::bf16::tile::Bf16Tile;
+use crate::bf16::Bf16Order;
 use crate::cpu::table::Vector;
 use crate::cpu::{Family, Feature, Features, Kernels, Level};
 use crate::gemm::TileKernel;
@@ -229,6 +231,16 @@ pub(crate) fn install(k: &mut Kernels, f: Features) {
         k.int8_peak = peak::int8_avx512vnni;
         k.set_name(Family::Int8Tile, "avx512vnni");
     }
+    if has(&[Avx2, Avx512F, Avx512Bf16]) {
+        k.bf16_tile = Bf16Tile {
+            mr: bf16_dot::MR,
+            mp: bf16_dot::MP,
+            order: Bf16Order::Pairs,
+            run: bf16_dot::tile,
+        };
+        k.bf16_peak = Some(peak::bf16_avx512);
+        k.set_name(Family::Bf16Tile, "avx512bf16");
+    }
     if has(&[Avx2, Avx512F, AmxTile, AmxInt8]) {
         let t = Int8Tile {
             mr: amx_tiles::MR,
@@ -245,6 +257,7 @@ pub(crate) fn install(k: &mut Kernels, f: Features) {
         k.bf16_tile = Bf16Tile {
             mr: amx_tiles::MR,
             mp: amx_tiles::MP,
+            order: Bf16Order::Tile,
             run: amx_tiles::bf16::tile,
         };
         k.bf16_peak = Some(peak::bf16_amx);

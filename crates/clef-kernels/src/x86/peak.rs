@@ -202,3 +202,30 @@ pub(crate) fn bf16_amx(iters: u64) -> u64 {
     unsafe { amx_loop(iters, true) };
     iters * 4 * AMX_BF16_FLOPS_PER_DOT
 }
+
+/// One 512-bit `vdpbf16ps`: 16 lanes × 2 multiply-adds.
+const ZMM_BF16_FLOPS_PER_ITER: u64 = (CHAINS_512 * 16 * 2 * 2) as u64;
+
+#[target_feature(enable = "avx512f,avx512bf16")]
+unsafe fn dpbf16_loop_zmm(iters: u64) -> f32 {
+    let a: __m512bh = std::mem::transmute(_mm512_set1_epi32(black_box(0x3f80_3f80)));
+    let b: __m512bh = std::mem::transmute(_mm512_set1_epi32(black_box(0x3a80_3a80)));
+    let mut acc = [_mm512_setzero_ps(); CHAINS_512];
+    for _ in 0..iters {
+        for r in acc.iter_mut() {
+            *r = _mm512_dpbf16_ps(*r, a, b);
+        }
+    }
+    let mut total = _mm512_setzero_ps();
+    for r in acc {
+        total = _mm512_add_ps(total, r);
+    }
+    _mm512_reduce_add_ps(total)
+}
+
+/// The 512-bit `vdpbf16ps` loop.
+pub(crate) fn bf16_avx512(iters: u64) -> u64 {
+    // SAFETY: installed only where AVX-512F and AVX512-BF16 are present.
+    black_box(unsafe { dpbf16_loop_zmm(iters) });
+    iters * ZMM_BF16_FLOPS_PER_ITER
+}
