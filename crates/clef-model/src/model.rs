@@ -12,6 +12,7 @@ use crate::forward::{ForwardObserver, Pass};
 use crate::head::layout::SchemaLayout;
 use crate::head::stream::HeadStream;
 use crate::head::JointHead;
+use crate::linear::Linear;
 use crate::matmul::MatmulMode;
 use crate::numerics::{Exact, Numerics};
 use crate::prefix::{PrefixState, PrefixUse, Scored};
@@ -251,23 +252,21 @@ impl Model {
     /// Whether any backbone linear has integer codes (q8, ternary, 4-bit), i.e. can run
     /// [`MatmulMode::Int8`].
     pub fn has_integer_weights(&self) -> bool {
-        self.backbone.layers.iter().any(|layer| {
-            layer
-                .linear_kinds()
-                .iter()
-                .filter_map(|&kind| layer.linear(kind))
-                .any(|l| l.has_integer_path())
-        })
+        self.any_backbone_linear(Linear::has_integer_path)
     }
 
     /// Whether any backbone linear is stored in bf16, i.e. can run [`MatmulMode::Bf16`].
     pub fn has_bf16_weights(&self) -> bool {
+        self.any_backbone_linear(Linear::has_bf16_path)
+    }
+
+    fn any_backbone_linear(&self, test: impl Fn(&Linear) -> bool) -> bool {
         self.backbone.layers.iter().any(|layer| {
             layer
                 .linear_kinds()
                 .iter()
                 .filter_map(|&kind| layer.linear(kind))
-                .any(|l| l.has_bf16_path())
+                .any(&test)
         })
     }
 

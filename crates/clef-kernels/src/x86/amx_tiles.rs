@@ -138,24 +138,9 @@ pub(crate) mod int8 {
                 products();
             }
             for a in 0..MR {
-                let sw = _mm512_set1_ps(*t.wscale.add(a * t.gs + g));
                 for v in 0..MP / 16 {
-                    let cp = t.c.add(a * t.ldc + 16 * v);
-                    let prev = if t.init && g == 0 {
-                        _mm512_setzero_ps()
-                    } else {
-                        _mm512_loadu_ps(cp)
-                    };
                     let dot = _mm512_load_si512(buf.add(a * MP + 16 * v).cast());
-                    let sx = _mm512_loadu_ps(t.xscale.add(g * MP + 16 * v));
-                    let mut c =
-                        _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(sw, sx), prev);
-                    if AFFINE {
-                        let ow = _mm512_set1_ps(*t.woff.add(a * t.gs + g));
-                        let xs = _mm512_loadu_ps(t.xsum.add(g * MP + 16 * v));
-                        c = _mm512_fmadd_ps(ow, xs, c);
-                    }
-                    _mm512_storeu_ps(cp, c);
+                    crate::x86::int8_tiles::finish_group_avx512!(t, dot, a, v, g, MP, AFFINE);
                 }
             }
         }

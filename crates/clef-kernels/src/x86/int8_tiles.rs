@@ -44,6 +44,30 @@ macro_rules! finish_group_avx2 {
 }
 use finish_group_avx2;
 
+/// [`finish_group_avx2`] on 16 lanes: the AVX-512 VNNI tile's and the AMX tile's update.
+macro_rules! finish_group_avx512 {
+    ($t:expr, $dot:expr, $a:expr, $v:expr, $g:expr, $mp:expr, $affine:expr) => {{
+        use std::arch::x86_64::*;
+        let t = $t;
+        let cp = t.c.add($a * t.ldc + 16 * $v);
+        let prev = if t.init && $g == 0 {
+            _mm512_setzero_ps()
+        } else {
+            _mm512_loadu_ps(cp)
+        };
+        let sw = _mm512_set1_ps(*t.wscale.add($a * t.gs + $g));
+        let sx = _mm512_loadu_ps(t.xscale.add($g * $mp + 16 * $v));
+        let mut c = _mm512_fmadd_ps(_mm512_cvtepi32_ps($dot), _mm512_mul_ps(sw, sx), prev);
+        if $affine {
+            let ow = _mm512_set1_ps(*t.woff.add($a * t.gs + $g));
+            let xs = _mm512_loadu_ps(t.xsum.add($g * $mp + 16 * $v));
+            c = _mm512_fmadd_ps(ow, xs, c);
+        }
+        _mm512_storeu_ps(cp, c);
+    }};
+}
+pub(crate) use finish_group_avx512;
+
 /// 4-bit codes (0..=15) against `qx + 128`, 3 × 16: pair sums ≤ 2 · 255 · 15 = 7,650, so four
 /// steps add up in 16 bits (≤ 30,600) before one `vpmaddwd` + `vpaddd` widens them: a quarter of
 /// the widening work of widening every step (1.05-1.1× faster on Zen 4 at m = 128 and 512); 3
@@ -210,23 +234,8 @@ pub(crate) mod zmm {
                 wp = wp.add(4);
             }
             for (a, row) in acc.iter().enumerate() {
-                let sw = _mm512_set1_ps(*t.wscale.add(a * t.gs + g));
                 for (v, &dot) in row.iter().enumerate() {
-                    let cp = t.c.add(a * t.ldc + 16 * v);
-                    let prev = if t.init && g == 0 {
-                        _mm512_setzero_ps()
-                    } else {
-                        _mm512_loadu_ps(cp)
-                    };
-                    let sx = _mm512_loadu_ps(t.xscale.add(g * MP + 16 * v));
-                    let mut c =
-                        _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(sw, sx), prev);
-                    if AFFINE {
-                        let ow = _mm512_set1_ps(*t.woff.add(a * t.gs + g));
-                        let xs = _mm512_loadu_ps(t.xsum.add(g * MP + 16 * v));
-                        c = _mm512_fmadd_ps(ow, xs, c);
-                    }
-                    _mm512_storeu_ps(cp, c);
+                    super::finish_group_avx512!(t, dot, a, v, g, MP, AFFINE);
                 }
             }
         }
