@@ -5,7 +5,7 @@
 use super::tile::TileArgs;
 use super::{round_to_bf16, Bf16Order, CHUNK};
 use crate::cpu::Kernels;
-use crate::gemm::transpose::SharedRows;
+use crate::gemm::transpose::{transpose, SharedRows};
 use crate::gemm::weights::plan_blocks;
 use crate::scratch::Lines;
 use crate::weights::{WeightData, WeightView};
@@ -127,30 +127,40 @@ thread_local! {
     /// Each worker's weight panel and accumulators, kept between calls. Every buffer the
     /// tiles read is cache-line aligned and has row strides of whole lines (KC·2, MP·4 and
     /// mpad·4 bytes), which the AMX tile loads need to run at speed ([`Lines`]).
+    /// Each worker's rows of pair words before the pack's transpose.
+    static ROW_WORDS: RefCell<Lines<u32>> = RefCell::new(Lines::default());
     static BLOCK_SCRATCH: RefCell<(Lines<u16>, Lines<f32>)> = RefCell::new((Lines::default(), Lines::default()));
 }
 
 /// Packs activation rows `p·mp..(p + 1)·mp` into pair words (`crate::bf16::tile`): column
 /// pair `j`, lane `b` at `out[j·mp + b]`, zero past the rows and columns. Each row is rounded
-/// into a contiguous buffer first (a loop the compiler vectorizes), then spread into its lane.
-fn pack_panel(x: &[f32], mc: usize, k: usize, p: usize, mp: usize, out: &mut [u32]) {
+/// into a row-major buffer of pair words (a loop the compiler vectorizes), and the table's
+/// transpose then turns rows into lanes: it moves 32-bit words without reading them as
+/// numbers, so a pair word's bits pass unchanged.
+fn pack_panel(kt: &Kernels, x: &[f32], mc: usize, k: usize, p: usize, mp: usize, out: &mut [u32]) {
     let pairs = out.len() / mp;
-    let mut row_bits = vec![0u16; 2 * pairs];
-    for lane in 0..mp {
-        let row = p * mp + lane;
-        if row >= mc {
-            for j in 0..pairs {
-                out[j * mp + lane] = 0;
+    ROW_WORDS.with(|cell| {
+        let mut rows = cell.borrow_mut();
+        rows.resize(0);
+        rows.resize(mp * pairs);
+        for lane in 0..mp {
+            let row = p * mp + lane;
+            if row >= mc {
+                break;
             }
-            continue;
+            let src = &x[row * k..(row + 1) * k];
+            let dst = &mut rows[lane * pairs..(lane + 1) * pairs];
+            for (d, v) in dst.iter_mut().zip(src.chunks_exact(2)) {
+                *d = u32::from(round_to_bf16(v[0])) | (u32::from(round_to_bf16(v[1])) << 16);
+            }
+            if k % 2 == 1 {
+                dst[k / 2] = u32::from(round_to_bf16(src[k - 1]));
+            }
         }
-        for (d, &v) in row_bits.iter_mut().zip(&x[row * k..(row + 1) * k]) {
-            *d = round_to_bf16(v);
-        }
-        for (j, pair) in row_bits.chunks_exact(2).enumerate() {
-            out[j * mp + lane] = u32::from(pair[0]) | (u32::from(pair[1]) << 16);
-        }
-    }
+        let words: &[f32] = bytemuck::cast_slice(&rows[..]);
+        let out: &mut [f32] = bytemuck::cast_slice_mut(out);
+        transpose(kt, words, pairs, mp, pairs, out, mp);
+    });
 }
 
 /// One pass over at most `MC_MAX` activation rows.
@@ -175,7 +185,7 @@ fn pass<B: AsRef<[u8]> + Sync>(
     packed
         .par_chunks_mut(panel_words.max(1))
         .enumerate()
-        .for_each(|(p, out)| pack_panel(x, mc, k, p, mp, out));
+        .for_each(|(p, out)| pack_panel(kt, x, mc, k, p, mp, out));
     let packed = &packed[..];
 
     let groups = n.div_ceil(mr);
@@ -196,9 +206,22 @@ fn pass<B: AsRef<[u8]> + Sync>(
             for kb in 0..kpad.div_ceil(KC) {
                 let c0 = kb * KC;
                 let kc = KC.min(kpad - c0);
-                copy_block(w, k, r0, nr, nrpad, c0, kc, wp);
                 let groups = nrpad / mr;
                 for jr in 0..groups {
+                    // This group's rows only, just before its tiles: the copy stays in L1
+                    // and its memory reads overlap the previous group's products.
+                    let gr0 = jr * mr;
+                    let gnr = nr.saturating_sub(gr0).min(mr);
+                    copy_block(
+                        w,
+                        k,
+                        r0 + gr0,
+                        gnr,
+                        mr,
+                        c0,
+                        kc,
+                        &mut wp[gr0 * KC..(gr0 + mr) * KC],
+                    );
                     for p in 0..panels {
                         let xs = &packed[p * panel_words + c0 / 2 * mp..];
                         let cs = &mut ct[jr * mr * mpad + p * mp..];
