@@ -25,6 +25,7 @@ mod decode;
 mod deltanet;
 mod elementwise;
 mod error;
+mod float_env;
 pub mod formats;
 mod gemm;
 pub mod int8;

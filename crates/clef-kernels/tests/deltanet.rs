@@ -174,6 +174,74 @@ proptest! {
     }
 }
 
+/// Heads that decay by e⁻⁴ to e⁻⁸ a token: within a chunk the decays `exp(γ_r − γ_s)` and the
+/// carried state reach far below f32's normal range, which the scan flushes to zero
+/// (`float_env`) and the recurrence computes as denormals. The answers stay within the
+/// tolerance, and every thread that ran the scan computes denormals again afterwards.
+#[test]
+fn strong_decays_flush_denormals_without_moving_the_answer() {
+    let dims = DeltaNetDims {
+        k_heads: 2,
+        v_heads: 4,
+        dk: 64,
+        dv: 64,
+    };
+    let n = 150;
+    let mut c = case(7, n, dims);
+    let mut rng = StdRng::seed_from_u64(8);
+    c.g.iter_mut()
+        .for_each(|g| *g = rng.random_range(-8.0..-4.0));
+    let mut want_state = c.state.clone();
+    let mut want_out = vec![0.0; n * dims.v_heads * dims.dv];
+    gated_delta_rule_recurrent(
+        &c.q,
+        &c.k,
+        &c.v,
+        &c.g,
+        &c.beta,
+        n,
+        &dims,
+        &mut want_state,
+        &mut want_out,
+    );
+    // The case does reach denormals: head 0's decays between tokens of its first chunk.
+    let gamma: Vec<f32> = c.g[..64 * dims.v_heads]
+        .iter()
+        .step_by(dims.v_heads)
+        .scan(0.0f32, |acc, &g| {
+            *acc += g;
+            Some(*acc)
+        })
+        .collect();
+    let denormal = (0..64)
+        .flat_map(|r| (0..r).map(move |s| (r, s)))
+        .filter(|&(r, s)| (gamma[r] - gamma[s]).exp().is_subnormal())
+        .count();
+    assert!(denormal > 0, "the case must make denormal decays");
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    let (out, state) = pool.install(|| {
+        let mut state = c.state.clone();
+        let mut out = vec![0.0; n * dims.v_heads * dims.dv];
+        gated_delta_rule(
+            &c.q, &c.k, &c.v, &c.g, &c.beta, n, &dims, &mut state, &mut out,
+        );
+        (out, state)
+    });
+    assert_close(&out, &want_out, "out");
+    assert_close(&state, &want_state, "state");
+    let half = || std::hint::black_box(f32::MIN_POSITIVE) * std::hint::black_box(0.5);
+    assert!(half() > 0.0, "the calling thread keeps denormals");
+    for kept in pool.broadcast(|_| half() > 0.0) {
+        assert!(
+            kept,
+            "a worker that ran the scan keeps denormals afterwards"
+        );
+    }
+}
+
 #[test]
 fn empty_sequence_leaves_state_alone() {
     let dims = DeltaNetDims {

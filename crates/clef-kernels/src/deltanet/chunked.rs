@@ -3,6 +3,7 @@
 
 use super::{check_lengths, DeltaNetDims, CHUNK};
 use crate::cpu::Kernels;
+use crate::float_env::flushing_denormals;
 use crate::gemm::small::{pack_right, Left, Mat, Right, SmallGemm};
 use crate::scratch;
 use crate::vexp::exp_in_place;
@@ -44,13 +45,17 @@ pub(super) fn chunked(
         .zip(per_head.par_chunks_mut(n * dv))
         .enumerate()
         .for_each(|(h, (s, o))| {
-            with_chunk_scratch(kt, |scratch| {
-                let mut t0 = 0;
-                while t0 < n {
-                    let c = CHUNK.min(n - t0);
-                    scratch.chunk(&inputs, h, t0, c, s, &mut o[t0 * dv..(t0 + c) * dv]);
-                    t0 += c;
-                }
+            // Strong decays make denormals; flushing them keeps the scan off the slow path
+            // (crate::float_env).
+            flushing_denormals(|| {
+                with_chunk_scratch(kt, |scratch| {
+                    let mut t0 = 0;
+                    while t0 < n {
+                        let c = CHUNK.min(n - t0);
+                        scratch.chunk(&inputs, h, t0, c, s, &mut o[t0 * dv..(t0 + c) * dv]);
+                        t0 += c;
+                    }
+                })
             })
         });
     out.par_chunks_mut(v_heads * dv)

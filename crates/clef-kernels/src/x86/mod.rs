@@ -9,6 +9,7 @@ pub(crate) mod bf16_dot;
 pub(crate) mod compiled;
 pub(crate) mod decode;
 pub(crate) mod f32_tile;
+pub(crate) mod float_env;
 pub(crate) mod int8;
 pub(crate) mod int8_tiles;
 pub(crate) mod lowrank;
