@@ -10,9 +10,9 @@ pub mod raw;
 pub mod state_cache;
 
 pub use engine::{
-    instruction_set, load_model, resident_bytes, schema_layout, softmax_f32, DecideOptions,
-    Decision, Engine, EngineConfig, EngineDescription, KernelSets, LoadError, PreparedPrompt,
-    Revision, VideoPrograms,
+    instruction_set, load_model, load_model_resident, residency_for, resident_bytes, schema_layout,
+    softmax_f32, DecideOptions, Decision, Engine, EngineConfig, EngineDescription, KernelSets,
+    LoadError, PreparedPrompt, Revision, VideoPrograms,
 };
 pub use error::EngineError;
 pub use media::{

@@ -67,7 +67,7 @@ impl Linear {
         rows: usize,
         cols: usize,
     ) -> Result<Self> {
-        let weight = set.take(name, &[rows, cols])?;
+        let weight = set.linear_scope(|set| set.take(name, &[rows, cols]))?;
         let bias = match bias_name {
             Some(b) => Some(set.take(b, &[rows])?.to_f32()?),
             None => None,

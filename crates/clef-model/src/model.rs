@@ -5,7 +5,7 @@ use crate::backbone::rope::Positions;
 use crate::backbone::scratch::Scratch;
 use crate::backbone::state::SequenceState;
 use crate::backbone::{chunks, Backbone};
-use crate::checkpoint::{self, TensorSet};
+use crate::checkpoint::{self, Residency, TensorSet};
 use crate::config::{HeadConfig, ModelConfig};
 use crate::error::{ModelError, Result};
 use crate::forward::{ForwardObserver, Pass};
@@ -130,7 +130,13 @@ impl Model {
     /// clef-ternary-v1). A LUT-6 bundle keeps its text weights in MIL blob storage, which
     /// `clef-ane` reads ([`Model::load_with_backbone`]).
     pub fn load(dir: &Path) -> Result<Model> {
-        Self::load_with_backbone(dir, |dir, format| {
+        Self::load_resident(dir, Residency::Mapped)
+    }
+
+    /// [`Model::load`] with the linears' weights where `residency` says
+    /// ([`Residency`]: mapped, or copied into the process's memory).
+    pub fn load_resident(dir: &Path, residency: Residency) -> Result<Model> {
+        Self::load_with_backbone_resident(dir, residency, |dir, format| {
             if format == Some(BundleFormat::Lut6) {
                 return Err(ModelError::config(
                     dir.join(crate::bundle::MANIFEST),
@@ -154,12 +160,26 @@ impl Model {
         dir: &Path,
         open: impl FnOnce(&Path, Option<BundleFormat>) -> Result<TensorSet>,
     ) -> Result<Model> {
-        let format = crate::bundle::check_sizes(dir)?;
-        let set = open(dir, format)?;
-        Self::assemble(dir, format, set)
+        Self::load_with_backbone_resident(dir, Residency::Mapped, open)
     }
 
-    fn assemble(dir: &Path, format: Option<BundleFormat>, mut set: TensorSet) -> Result<Model> {
+    /// [`Model::load_with_backbone`] with the linears' weights where `residency` says.
+    pub fn load_with_backbone_resident(
+        dir: &Path,
+        residency: Residency,
+        open: impl FnOnce(&Path, Option<BundleFormat>) -> Result<TensorSet>,
+    ) -> Result<Model> {
+        let format = crate::bundle::check_sizes(dir)?;
+        let set = open(dir, format)?;
+        Self::assemble(dir, format, set, residency)
+    }
+
+    fn assemble(
+        dir: &Path,
+        format: Option<BundleFormat>,
+        mut set: TensorSet,
+        residency: Residency,
+    ) -> Result<Model> {
         let config = ModelConfig::from_file(&dir.join("config.json"))?;
         let head_config = HeadConfig::from_file(&dir.join("joint_head_config.json"))?;
         if head_config.hidden_size != config.text_config.hidden_size {
@@ -171,7 +191,11 @@ impl Model {
                 ),
             ));
         }
+        // The text layers' linears where `residency` says; the vision tower's stay mapped (a
+        // text-only run never reads them, and copying would add them to resident memory).
+        set.set_residency(residency);
         let backbone = Backbone::take(&mut set, &config)?;
+        set.set_residency(Residency::Mapped);
         // `tie_word_embeddings` (top level, as `Qwen3_5ForConditionalGeneration` reads it):
         // a tied checkpoint has no `lm_head` and gathers the embedding rows instead; one that
         // stores an `lm_head` anyway uses it, as transformers does. Untied, `lm_head` must exist.
@@ -194,6 +218,7 @@ impl Model {
         set.finish()?;
 
         let mut hset = TensorSet::new();
+        hset.set_residency(residency);
         hset.add_file(&dir.join("joint_head.safetensors"))?;
         let head = JointHead::take(&mut hset, &head_config)?;
         hset.finish()?;

@@ -175,6 +175,28 @@ impl Tensor {
         self.storage.release(self.offset, self.len);
     }
 
+    /// This tensor with its bytes in the process's own memory: a mapped tensor is copied and
+    /// its mapped pages are dropped behind it (page-aligned inward, as `release` does), so that
+    /// resident memory does not hold both; an owned one is returned as it is.
+    pub fn into_resident(self) -> Tensor {
+        if matches!(*self.storage, Storage::Owned(_)) {
+            return self;
+        }
+        let owned = Tensor::owned(
+            self.name.clone(),
+            self.dtype,
+            self.shape.clone(),
+            self.bytes().to_vec(),
+        );
+        self.release();
+        owned
+    }
+
+    /// Whether the bytes are the process's own rather than a file's mapped pages.
+    pub fn is_owned(&self) -> bool {
+        matches!(*self.storage, Storage::Owned(_))
+    }
+
     /// [`release`](Self::release) for `len` bytes from byte `from` of this tensor (clamped to
     /// it): a converter streaming a table of gigabytes lets each block's pages go once read.
     pub fn release_bytes(&self, from: usize, len: usize) {

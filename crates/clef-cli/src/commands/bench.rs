@@ -38,7 +38,12 @@ pub struct BenchArgs {
 pub fn run(args: BenchArgs, threads: usize) -> anyhow::Result<ExitCode> {
     let t0 = std::time::Instant::now();
     clef_engine::cli::check_model_folder(&args.model)?;
-    let model = clef_engine::load_model(&args.model)?;
+    let order = if args.low_memory {
+        PrefillOrder::LayerMajor
+    } else {
+        PrefillOrder::ChunkMajor
+    };
+    let model = clef_engine::load_model_resident(&args.model, clef_engine::residency_for(order))?;
     let load_s = t0.elapsed().as_secs_f64();
     let peak = clef_kernels::measure_fma_peak_gflops(threads);
     let chunk = args.matmul.chunk(args.chunk);
@@ -48,11 +53,7 @@ pub fn run(args: BenchArgs, threads: usize) -> anyhow::Result<ExitCode> {
     let opts = RunOptions {
         matmul: args.matmul.mode(),
         chunk_size: chunk,
-        order: if args.low_memory {
-            PrefillOrder::LayerMajor
-        } else {
-            PrefillOrder::ChunkMajor
-        },
+        order,
         ..Default::default()
     };
     let matmul = model.matmul_mode(&opts)?;

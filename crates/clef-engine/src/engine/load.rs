@@ -16,25 +16,44 @@ use clef_encode::Encoder;
 #[cfg(feature = "lut6")]
 use clef_formats::BundleFormat;
 use clef_media::ProcessorConfig;
-use clef_model::{Model, ModelError};
+use clef_model::checkpoint::Residency;
+use clef_model::{Model, ModelError, PrefillOrder};
 use std::path::Path;
 use std::sync::Arc;
 
 /// Loads any model folder clef.rs reads: a release, or a bundle by its manifest's format (a
-/// LUT-6 bundle's text weights through `clef-ane`, the others as safetensors).
+/// LUT-6 bundle's text weights through `clef-ane`, the others as safetensors), its linears'
+/// weights mapped.
 pub fn load_model(dir: &Path) -> Result<Model, ModelError> {
+    load_model_resident(dir, Residency::Mapped)
+}
+
+/// [`load_model`] with the linears' weights where `residency` says: `Resident` copies them
+/// into the process's memory at load (the engine's choice unless a run streams its layers,
+/// `--low-memory`: docs/architecture.md, "Where weights live"). A LUT-6 bundle's weights stay
+/// in its own storage either way.
+pub fn load_model_resident(dir: &Path, residency: Residency) -> Result<Model, ModelError> {
     match clef_model::bundle::bundle_format(dir) {
         #[cfg(feature = "lut6")]
         Ok(Some(BundleFormat::Lut6)) => clef_ane::load_model(dir),
         // a release, another format, or a manifest that `Model::load` refuses by name (a LUT-6
         // bundle too, in a build without the `lut6` feature)
-        _ => Model::load(dir),
+        _ => Model::load_resident(dir, residency),
+    }
+}
+
+/// Where a run's linears should live: in memory, unless the run streams its layers through
+/// memory (the layer-major order of `--low-memory`, which drops each layer's mapped pages).
+pub fn residency_for(order: PrefillOrder) -> Residency {
+    match order {
+        PrefillOrder::LayerMajor => Residency::Mapped,
+        PrefillOrder::ChunkMajor => Residency::Resident,
     }
 }
 
 impl Engine {
     pub fn load(dir: &Path, mut config: EngineConfig) -> Result<Engine, LoadError> {
-        let model = load_model(dir)?;
+        let model = load_model_resident(dir, residency_for(config.run.order))?;
         // Resolve the linears' arithmetic once, so that a mode the weights cannot run is a
         // load error and what is reported (`/v1/models`) is what runs.
         config.run.matmul = Some(model.matmul_mode(&config.run)?);

@@ -23,7 +23,7 @@ mod prompt;
 mod softmax;
 
 pub use describe::{instruction_set, resident_bytes, EngineDescription, KernelSets, VideoPrograms};
-pub use load::{load_model, LoadError, Revision};
+pub use load::{load_model, load_model_resident, residency_for, LoadError, Revision};
 pub use prompt::{schema_layout, PreparedPrompt};
 pub use softmax::softmax_f32;
 

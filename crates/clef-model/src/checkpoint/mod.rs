@@ -17,6 +17,28 @@ use std::path::{Path, PathBuf};
 pub struct TensorSet {
     tensors: HashMap<String, (Tensor, String)>,
     pub metadata: HashMap<String, String>,
+    /// Where the weights of linear layers live once taken ([`Residency`]).
+    residency: Residency,
+    /// Set while a linear's tensors are being taken (`linear_scope`).
+    in_linear: bool,
+}
+
+/// Where a model's linear weights live after loading.
+///
+/// `Mapped` reads them through the file's memory map, as everything else is read: loading is
+/// instant and pages can be dropped again (`--low-memory` streams a model larger than memory
+/// through its layers). `Resident` copies each linear's tensors into the process's own memory
+/// at load and drops the mapped pages behind it, so resident memory stays the same: every
+/// prefill streams every linear weight from memory, and on the Sapphire Rapids VM of
+/// docs/performance.md that ran the linears 1.1-1.5× faster from anonymous memory than from the
+/// page cache's mapped pages (as the PyTorch reference holds its weights). Embedding tables,
+/// which a prefill only gathers rows from, stay mapped either way, and so does the vision tower
+/// (`Model::load_resident`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Residency {
+    #[default]
+    Mapped,
+    Resident,
 }
 
 impl TensorSet {
@@ -24,6 +46,8 @@ impl TensorSet {
         TensorSet {
             tensors: HashMap::new(),
             metadata: HashMap::new(),
+            residency: Residency::Mapped,
+            in_linear: false,
         }
     }
 
@@ -88,7 +112,24 @@ impl TensorSet {
                 expected: shape.to_vec(),
             });
         }
-        Ok(t)
+        Ok(if self.in_linear && self.residency == Residency::Resident {
+            t.into_resident()
+        } else {
+            t
+        })
+    }
+
+    /// Where the linears taken from now on keep their weights.
+    pub fn set_residency(&mut self, residency: Residency) {
+        self.residency = residency;
+    }
+
+    /// Runs `f`, which takes one linear layer's tensors, under this set's [`Residency`].
+    pub(crate) fn linear_scope<R>(&mut self, f: impl FnOnce(&mut Self) -> R) -> R {
+        let outer = std::mem::replace(&mut self.in_linear, true);
+        let r = f(self);
+        self.in_linear = outer;
+        r
     }
 
     /// Remove and return a tensor whose shape the caller checks itself.

@@ -151,6 +151,21 @@ pub fn take(
     rows: usize,
     cols: usize,
 ) -> Result<Box<dyn Weight>> {
+    match WeightLayout::of(prefix, |name| set.contains(name)) {
+        // Ternary weights repack their trits into 2-bit planes on the first integer product
+        // and drop the trits' pages then (`Ternary`): a resident copy of the trits would stay
+        // in memory unused, so they are read from the mapping whatever the residency.
+        WeightLayout::Ternary => take_in_scope(set, prefix, rows, cols),
+        _ => set.linear_scope(|set| take_in_scope(set, prefix, rows, cols)),
+    }
+}
+
+fn take_in_scope(
+    set: &mut TensorSet,
+    prefix: &str,
+    rows: usize,
+    cols: usize,
+) -> Result<Box<dyn Weight>> {
     let layout = WeightLayout::of(prefix, |name| set.contains(name));
     Ok(match layout {
         WeightLayout::Dense => Box::new(Dense::take(set, prefix, rows, cols)?),
