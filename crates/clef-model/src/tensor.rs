@@ -179,7 +179,7 @@ impl Tensor {
     /// its mapped pages are dropped behind it (page-aligned inward, as `release` does), so that
     /// resident memory does not hold both; an owned one is returned as it is.
     pub fn into_resident(self) -> Tensor {
-        if matches!(*self.storage, Storage::Owned(_)) {
+        if self.is_owned() {
             return self;
         }
         let owned = Tensor::owned(

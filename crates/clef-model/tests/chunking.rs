@@ -12,13 +12,7 @@ fn probabilities_do_not_depend_on_chunk_size_or_order() {
     // A record longer than two 128-row chunks, so every chunk size crosses boundaries.
     let g = load_golden(&fixtures().join("golden/tiny-a/a18_long_state.json"));
     assert!(g.ids.len() > 256);
-    let prompt = Prompt {
-        cut: None,
-        ids: &g.ids,
-        positions: text_positions(g.ids.len()),
-        media: vec![],
-        layout: g.layout.clone(),
-    };
+    let prompt = g.text_prompt();
     let run = |chunk: usize, order: PrefillOrder| -> Vec<Vec<f64>> {
         let opts = RunOptions {
             chunk_size: chunk,
@@ -43,13 +37,7 @@ fn probabilities_do_not_depend_on_chunk_size_or_order() {
 fn cancellation_stops_at_a_chunk_boundary() {
     let model = Model::load(&fixtures().join("models/tiny-a")).unwrap();
     let g = load_golden(&fixtures().join("golden/tiny-a/a01_support_basic.json"));
-    let prompt = Prompt {
-        cut: None,
-        ids: &g.ids,
-        positions: text_positions(g.ids.len()),
-        media: vec![],
-        layout: g.layout.clone(),
-    };
+    let prompt = g.text_prompt();
     let calls = std::cell::Cell::new(0);
     let cancel = || {
         calls.set(calls.get() + 1);

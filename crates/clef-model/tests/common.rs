@@ -4,7 +4,7 @@
 
 #![allow(dead_code)]
 
-use clef_model::{OptionLayout, Positions, QuestionLayout, SchemaLayout};
+use clef_model::{OptionLayout, Positions, Prompt, QuestionLayout, SchemaLayout};
 use serde_json::Value;
 use std::path::PathBuf;
 
@@ -35,6 +35,19 @@ pub struct Golden {
     pub probabilities: Vec<Vec<f64>>,
     pub logits: Vec<Vec<f64>>,
     pub has_media: bool,
+}
+
+impl Golden {
+    /// The record as a text prompt: its ids at text positions, no media, the whole sequence.
+    pub fn text_prompt(&self) -> Prompt<'_> {
+        Prompt {
+            cut: None,
+            ids: &self.ids,
+            positions: text_positions(self.ids.len()),
+            media: vec![],
+            layout: self.layout.clone(),
+        }
+    }
 }
 
 fn span(v: &Value) -> std::ops::Range<usize> {

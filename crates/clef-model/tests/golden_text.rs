@@ -3,7 +3,7 @@
 
 mod common;
 
-use clef_model::{Model, Prompt, RunOptions};
+use clef_model::{Model, RunOptions};
 use common::*;
 
 fn check_model(name: &str) {
@@ -11,13 +11,7 @@ fn check_model(name: &str) {
     let mut worst = 0.0f64;
     let mut checked = 0;
     for g in goldens(name).iter().filter(|g| !g.has_media) {
-        let prompt = Prompt {
-            cut: None,
-            ids: &g.ids,
-            positions: text_positions(g.ids.len()),
-            media: vec![],
-            layout: g.layout.clone(),
-        };
+        let prompt = g.text_prompt();
         let (logits, _) = model
             .score(&prompt, &RunOptions::default(), &|| false)
             .unwrap();

@@ -4,7 +4,7 @@
 mod common;
 
 use clef_model::checkpoint::{safetensors_file, Residency, TensorSet};
-use clef_model::{Model, Prompt, RunOptions};
+use clef_model::{Model, RunOptions};
 use common::*;
 
 #[test]
@@ -14,13 +14,7 @@ fn resident_linears_answer_bit_for_bit_as_mapped() {
     let resident = Model::load_resident(&dir, Residency::Resident).unwrap();
     for name in ["a01_support_basic", "a18_long_state"] {
         let g = load_golden(&fixtures().join(format!("golden/tiny-a/{name}.json")));
-        let prompt = Prompt {
-            cut: None,
-            ids: &g.ids,
-            positions: text_positions(g.ids.len()),
-            media: vec![],
-            layout: g.layout.clone(),
-        };
+        let prompt = g.text_prompt();
         let opts = RunOptions::default();
         let (a, _) = mapped.score(&prompt, &opts, &|| false).unwrap();
         let (b, _) = resident.score(&prompt, &opts, &|| false).unwrap();

@@ -4,7 +4,7 @@
 mod common;
 
 use clef_model::synth::{config_json, synthesize, Preset, SynthOptions};
-use clef_model::{LayerKind, Model, ModelConfig, Prompt, RunOptions};
+use clef_model::{LayerKind, Model, ModelConfig, RunOptions};
 use common::*;
 
 #[test]
@@ -19,13 +19,7 @@ fn tiny_preset_loads_and_runs() {
     let model = Model::load(dir.path()).unwrap();
     // Reuse a golden's ids and spans: same tokenizer and vocabulary as tiny-a.
     let g = load_golden(&fixtures().join("golden/tiny-a/a01_support_basic.json"));
-    let prompt = Prompt {
-        cut: None,
-        ids: &g.ids,
-        positions: text_positions(g.ids.len()),
-        media: vec![],
-        layout: g.layout.clone(),
-    };
+    let prompt = g.text_prompt();
     let (logits, _) = model
         .score(&prompt, &RunOptions::default(), &|| false)
         .unwrap();
