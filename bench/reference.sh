@@ -2,7 +2,7 @@
 # Side-by-side prefill speed: the PyTorch reference (transformers, bf16 and f32) against
 # `clef bench` (each --matmul mode), one command, in one sitting.
 #
-#   bench/reference.sh [--tokens 512,2048] [--threads N] [--rounds 2] [--out DIR]
+#   bench/reference.sh [--tokens 512,2048] [--threads N] [--rounds 2] [--repeat 2] [--out DIR]
 #                      [--dtypes bf16,f32] [--modes exact,bf16] [--bundle-modes int8]
 #                      MODEL_DIR [BUNDLE_DIR...]
 #
@@ -15,7 +15,10 @@
 # the summary keeps the best tok/s over the rounds. clef's tok/s includes its joint head (about
 # 3% at 512 tokens) and PyTorch's does not; the "backbone" column is clef without the head.
 #
-# Options (defaults): --tokens 512,2048; --threads: every core (nproc); --rounds 2;
+# Within a job, both engines warm up once at each timed length and report the fastest of
+# --repeat timed runs (PyTorch: --warmup 1 --repeat R; clef bench: --warmup 1 --repeat R).
+#
+# Options (defaults): --tokens 512,2048; --threads: every core (nproc); --rounds 2; --repeat 2;
 # --out target/reference-bench (raw logs in raw/, results.tsv, summary.txt; the folder is reused
 # only if an earlier run of this script made it); --dtypes bf16,f32 (PyTorch; "none" skips it);
 # --modes exact,bf16 (clef on MODEL_DIR); --bundle-modes int8 (clef on each BUNDLE_DIR).
@@ -38,6 +41,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 tokens=512,2048
 threads=$(nproc)
 rounds=2
+repeat=2
 out=
 dtypes=bf16,f32
 modes=exact,bf16
@@ -46,19 +50,20 @@ dirs=()
 while [ $# -gt 0 ]; do
   case $1 in
     -h|--help) usage 0 ;;
-    --tokens|--threads|--rounds|--out|--dtypes|--modes|--bundle-modes)
+    --tokens|--threads|--rounds|--repeat|--out|--dtypes|--modes|--bundle-modes)
       if [ $# -lt 2 ] || [ -z "$2" ]; then die "$1 needs a value"; fi
       case $1 in
         --tokens) tokens=$2 ;;
         --threads) threads=$2 ;;
         --rounds) rounds=$2 ;;
+        --repeat) repeat=$2 ;;
         --out) out=$2 ;;
         --dtypes) dtypes=$2 ;;
         --modes) modes=$2 ;;
         --bundle-modes) bundle_modes=$2 ;;
       esac
       shift 2 ;;
-    --tokens=*|--threads=*|--rounds=*|--out=*|--dtypes=*|--modes=*|--bundle-modes=*)
+    --tokens=*|--threads=*|--rounds=*|--repeat=*|--out=*|--dtypes=*|--modes=*|--bundle-modes=*)
       set -- "${1%%=*}" "${1#*=}" "${@:2}" ;;
     --) shift; dirs+=("$@"); break ;;
     -*) die "unknown option $1 (see --help)" ;;
@@ -69,6 +74,7 @@ done
 [[ $tokens =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || die "--tokens takes positive integers separated by commas, got '$tokens'"
 [[ $threads =~ ^[1-9][0-9]*$ ]] || die "--threads takes a positive integer, got '$threads'"
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || die "--rounds takes a positive integer, got '$rounds'"
+[[ $repeat =~ ^[1-9][0-9]*$ ]] || die "--repeat takes a positive integer, got '$repeat'"
 [ "$dtypes" = none ] || [[ $dtypes =~ ^(bf16|f32)(,(bf16|f32))*$ ]] || die "--dtypes takes bf16,f32 (or none), got '$dtypes'"
 [[ $modes =~ ^((exact|int8|bf16)(,(exact|int8|bf16))*)?$ ]] || die "--modes takes a comma list of exact, int8, bf16, got '$modes'"
 [[ $bundle_modes =~ ^((exact|int8|bf16)(,(exact|int8|bf16))*)?$ ]] || die "--bundle-modes takes a comma list of exact, int8, bf16, got '$bundle_modes'"
@@ -129,7 +135,7 @@ fi
 # --- the machine and the versions ---------------------------------------------------------------
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "command: bench/reference.sh --tokens $tokens --threads $threads --rounds $rounds --dtypes $dtypes --modes '$modes' --bundle-modes '$bundle_modes' $model ${bundles[*]}"
+  echo "command: bench/reference.sh --tokens $tokens --threads $threads --rounds $rounds --repeat $repeat --dtypes $dtypes --modes '$modes' --bundle-modes '$bundle_modes' $model ${bundles[*]}"
   lscpu | grep -E '^Model name' | sed 's/  */ /g' || true
   echo "cores: $(nproc); memory: $(free -g | awk '/^Mem:/ {print $2 " GiB total, " $7 " GiB available"}')"
   flags=$(lscpu | sed -n 's/^Flags: *//p')
@@ -173,7 +179,7 @@ failures=0
 
 run_pytorch() {  # round dtype model log
   "$vpy" bench/reference_prefill.py --model "$3" --tokens "$tokens" --threads "$threads" \
-    --dtype "$2" --warmup 1 --repeat 1 --no-probe > "$4" 2>&1 || return 1
+    --dtype "$2" --warmup 1 --repeat "$repeat" --no-probe > "$4" 2>&1 || return 1
   grep -q '^RESULT ' "$4" || return 1
   sed -n 's/^RESULT //p' "$4" | while read -r line; do
     declare -A kv=()
@@ -185,6 +191,7 @@ run_pytorch() {  # round dtype model log
 
 run_clef() {  # round mode model log
   "$bin" bench --model "$3" --threads "$threads" --tokens "$tokens" --json --matmul "$2" \
+    --warmup 1 --repeat "$repeat" \
     > "$4" 2> "${4%.jsonl}.err" || return 1
   "$py" - "$1" "$2" "$(basename "$3")" "$4" >> "$out/results.tsv" <<'PY' || return 1
 import json, sys
