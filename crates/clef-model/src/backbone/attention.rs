@@ -11,28 +11,8 @@ use crate::numerics::AttentionShape;
 use clef_kernels::{mul_sigmoid_in_place, rms_norm};
 
 use super::rope::Rope;
-use super::scratch::sized;
+use super::scratch::{pieces, sized, Shared};
 use super::state::KvCache;
-
-/// Activation buffers of one attention chunk, reused across layers and chunks.
-#[derive(Default)]
-pub struct AttentionScratch {
-    /// `[n, heads · head_dim · (2 if gated)]`: the packed query/gate projection.
-    q_packed: Vec<f32>,
-    /// `[n, heads, head_dim]`: the queries, unpacked.
-    q: Vec<f32>,
-    /// `[n, heads, head_dim]`: the output gate, unpacked.
-    gate: Vec<f32>,
-    /// The queries after their norm and rotary embedding.
-    q_rotated: Vec<f32>,
-    /// `[n, kv_heads, head_dim]`: the key projection.
-    k: Vec<f32>,
-    /// The keys after their norm and rotary embedding (what the cache keeps).
-    k_rotated: Vec<f32>,
-    v: Vec<f32>,
-    /// `[n, heads, head_dim]`: the attention output (the input of `o_proj`).
-    context: Vec<f32>,
-}
 
 pub struct Attention {
     pub q_proj: Linear,
@@ -108,6 +88,12 @@ impl Attention {
 
     /// Attend `n` normed rows `x` (the next rows of the sequence) over the cache plus
     /// themselves; `cos`/`sin` are their rotary tables.
+    ///
+    /// Buffers: `a` holds the packed query/gate projection (`[n, heads · head_dim · (2 if
+    /// gated)]`), `b` the queries and `c` the output gate, unpacked (`[n, heads, head_dim]`);
+    /// once unpacked, `a` takes the normed and rotated queries, the key projection, the keys
+    /// after their norm and rotation (what the cache keeps) and the values, and `b` the
+    /// attention output (the input of `o_proj`).
     #[allow(clippy::too_many_arguments)]
     pub fn forward(
         &self,
@@ -118,17 +104,17 @@ impl Attention {
         sin: &[f32],
         cache: &mut KvCache,
         out: &mut [f32],
-        s: &mut AttentionScratch,
+        s: &mut Shared,
         pass: &mut Pass,
     ) -> Result<()> {
         let (hq, hkv, d) = (self.heads, self.kv_heads, self.head_dim);
-        let packed = sized(&mut s.q_packed, n * self.q_proj.rows);
+        let packed = sized(&mut s.a, n * self.q_proj.rows);
         pass.linear(LinearKind::AttentionQ, &self.q_proj, x, n, packed)?;
         pass.boundary(packed);
 
         // Unpack per head: [query (d) | gate (d)] when gated.
-        let q = sized(&mut s.q, n * hq * d);
-        let gate = sized(&mut s.gate, n * hq * d);
+        let q = sized(&mut s.b, n * hq * d);
+        let gate = sized(&mut s.c, n * hq * d);
         let per_head = if self.gated { 2 * d } else { d };
         for r in 0..n {
             for h in 0..hq {
@@ -140,19 +126,19 @@ impl Attention {
                 }
             }
         }
-        let qn = sized(&mut s.q_rotated, n * hq * d);
+        let [qn, k, kn, v] = pieces(
+            &mut s.a,
+            [n * hq * d, n * hkv * d, n * hkv * d, n * hkv * d],
+        );
         rms_norm(q, d, &self.q_norm, self.eps, true, qn);
         rope.apply(qn, n, hq, d, cos, sin);
         pass.boundary(qn);
 
-        let k = sized(&mut s.k, n * hkv * d);
         pass.linear(LinearKind::AttentionK, &self.k_proj, x, n, k)?;
         pass.boundary(k);
-        let kn = sized(&mut s.k_rotated, n * hkv * d);
         rms_norm(k, d, &self.k_norm, self.eps, true, kn);
         rope.apply(kn, n, hkv, d, cos, sin);
         pass.boundary(kn);
-        let v = sized(&mut s.v, n * hkv * d);
         pass.linear(LinearKind::AttentionV, &self.v_proj, x, n, v)?;
         pass.boundary(v);
 
@@ -160,7 +146,7 @@ impl Attention {
         cache.v.extend_from_slice(v);
         cache.len += n;
 
-        let attn = sized(&mut s.context, n * hq * d);
+        let attn = sized(&mut s.b, n * hq * d);
         let shape = AttentionShape {
             nq: n,
             nk: cache.len,

@@ -12,29 +12,16 @@ use clef_kernels::{
     silu_in_place, DeltaNetDims,
 };
 
-use super::scratch::sized;
+use super::scratch::{pieces, sized, Shared};
 use super::state::DeltaNetState;
 
-/// Activation buffers of one DeltaNet chunk, reused across layers and chunks.
+/// The DeltaNet's own small buffers (its large ones are the layer's [`Shared`] buffers).
 #[derive(Default)]
 pub struct DeltaNetScratch {
-    /// `[hist + n, conv_dim]`: the carried conv history, then the new `in_proj_qkv` rows.
-    conv_in: Vec<f32>,
-    /// `[n, conv_dim]`: the conv output after SiLU.
-    conv_out: Vec<f32>,
-    /// `[n, value_dim]`: the output gate projection.
-    z: Vec<f32>,
     /// `[n, v_heads]`: the write-strength projection, then β.
     beta: Vec<f32>,
     /// `[n, v_heads]`: the decay projection, then g.
     decay: Vec<f32>,
-    q: Vec<f32>,
-    k: Vec<f32>,
-    v: Vec<f32>,
-    /// `[n, value_dim]`: the delta rule's output.
-    core_out: Vec<f32>,
-    /// `[n, value_dim]`: the gated RMSNorm of it (the input of `out_proj`).
-    gated_norm: Vec<f32>,
 }
 
 pub struct DeltaNet {
@@ -147,12 +134,19 @@ impl DeltaNet {
     }
 
     /// Mix `n` normed rows `x` ([n, hidden]) into `out` ([n, hidden]), advancing `state`.
+    ///
+    /// Buffers, in order of use: `a` holds the carried conv history and the new `in_proj_qkv`
+    /// rows (`[hist + n, conv_dim]`), `c` the output gate projection z, `b` the conv output;
+    /// once the history is carried over, `a` takes q, k and v, split from the conv output,
+    /// then `b` the delta rule's output and `a` its gated norm (the input of `out_proj`).
+    #[allow(clippy::too_many_arguments)]
     pub fn forward(
         &self,
         x: &[f32],
         n: usize,
         state: &mut DeltaNetState,
         out: &mut [f32],
+        shared: &mut Shared,
         s: &mut DeltaNetScratch,
         pass: &mut Pass,
     ) -> Result<()> {
@@ -163,12 +157,12 @@ impl DeltaNet {
         let hist = self.kernel - 1;
 
         // Pre-conv rows with the carried history in front: [hist + n, conv_dim].
-        let conv_in = sized(&mut s.conv_in, (hist + n) * conv_dim);
+        let conv_in = sized(&mut shared.a, (hist + n) * conv_dim);
         conv_in[..hist * conv_dim].copy_from_slice(&state.conv);
         let new_rows = &mut conv_in[hist * conv_dim..];
         pass.linear(LinearKind::DeltaNetQkv, &self.in_proj_qkv, x, n, new_rows)?;
         pass.boundary(new_rows);
-        let z = sized(&mut s.z, n * value_dim);
+        let z = sized(&mut shared.c, n * value_dim);
         pass.linear(LinearKind::DeltaNetZ, &self.in_proj_z, x, n, z)?;
         pass.boundary(z);
         let beta = sized(&mut s.beta, n * d.v_heads);
@@ -179,24 +173,22 @@ impl DeltaNet {
         pass.boundary(decay);
 
         // Causal depthwise conv (taps over the carried history), SiLU, then split into q, k, v.
-        let conv_out = sized(&mut s.conv_out, n * conv_dim);
+        let conv_out = sized(&mut shared.b, n * conv_dim);
         pass.stage(Stage::Conv, || {
             causal_conv1d(conv_in, &self.conv, conv_dim, n, conv_out);
             silu_in_place(conv_out);
         });
         pass.boundary(conv_out);
-        let q = sized(&mut s.q, n * key_dim);
-        let k = sized(&mut s.k, n * key_dim);
-        let v = sized(&mut s.v, n * value_dim);
+        state
+            .conv
+            .copy_from_slice(&conv_in[n * conv_dim..(n + hist) * conv_dim]);
+        let [q, k, v] = pieces(&mut shared.a, [n * key_dim, n * key_dim, n * value_dim]);
         for t in 0..n {
             let row = &conv_out[t * conv_dim..(t + 1) * conv_dim];
             q[t * key_dim..(t + 1) * key_dim].copy_from_slice(&row[..key_dim]);
             k[t * key_dim..(t + 1) * key_dim].copy_from_slice(&row[key_dim..2 * key_dim]);
             v[t * value_dim..(t + 1) * value_dim].copy_from_slice(&row[2 * key_dim..]);
         }
-        state
-            .conv
-            .copy_from_slice(&conv_in[n * conv_dim..(n + hist) * conv_dim]);
 
         l2_normalize(q, d.dk, 1e-6);
         l2_normalize(k, d.dk, 1e-6);
@@ -210,7 +202,7 @@ impl DeltaNet {
         pass.boundary(decay);
         pass.boundary(beta);
 
-        let core = sized(&mut s.core_out, n * value_dim);
+        let core = sized(&mut shared.b, n * value_dim);
         pass.stage(Stage::Scan, || {
             gated_delta_rule(q, k, v, decay, beta, n, d, &mut state.ssm, core)
         });
@@ -219,7 +211,7 @@ impl DeltaNet {
         pass.boundary(core);
 
         // Gated RMSNorm per value head: w · RMSNorm(o) · SiLU(z), plain weight.
-        let normed = sized(&mut s.gated_norm, n * value_dim);
+        let normed = sized(&mut shared.a, n * value_dim);
         rms_norm_gated(core, z, d.dv, &self.norm, self.eps, normed);
         pass.boundary(normed);
         pass.linear(LinearKind::DeltaNetOut, &self.out_proj, normed, n, out)

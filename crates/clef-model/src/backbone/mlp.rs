@@ -6,21 +6,12 @@ use crate::forward::{LinearKind, Pass};
 use crate::linear::Linear;
 use clef_kernels::{scale_in_place, swiglu_in_place, unscale_in_place};
 
-use super::scratch::sized;
+use super::scratch::{sized, Shared};
 
 pub struct Mlp {
     pub gate: Linear,
     pub up: Linear,
     pub down: Linear,
-}
-
-/// Activation buffers of one MLP chunk, reused across layers and chunks.
-#[derive(Default)]
-pub struct MlpScratch {
-    /// `[n, intermediate]`: the gate projection, then `SiLU(gate) ⊙ up` (the input of `down`).
-    gate: Vec<f32>,
-    /// `[n, intermediate]`: the up projection.
-    up: Vec<f32>,
 }
 
 impl Mlp {
@@ -37,19 +28,22 @@ impl Mlp {
 
     /// `out = down(SiLU(gate x) ⊙ up x)` for `n` rows, with the numerics' boundaries and the
     /// down-projection input scale of this layer (formats.md §2.8: 1 in the reference).
+    ///
+    /// Buffers: `[n, intermediate]` gate projection, then `SiLU(gate) ⊙ up` (the input of
+    /// `down`) in `a`; the up projection in `b`.
     pub fn forward(
         &self,
         x: &[f32],
         n: usize,
         out: &mut [f32],
-        s: &mut MlpScratch,
+        s: &mut Shared,
         pass: &mut Pass,
     ) -> Result<()> {
         let inter = self.gate.rows;
-        let gate = sized(&mut s.gate, n * inter);
+        let gate = sized(&mut s.a, n * inter);
         pass.linear(LinearKind::MlpGate, &self.gate, x, n, gate)?;
         pass.boundary(gate);
-        let up = sized(&mut s.up, n * inter);
+        let up = sized(&mut s.b, n * inter);
         pass.linear(LinearKind::MlpUp, &self.up, x, n, up)?;
         pass.boundary(up);
         swiglu_in_place(gate, up);

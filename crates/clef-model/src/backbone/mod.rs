@@ -287,9 +287,8 @@ impl Backbone {
         let Scratch {
             normed,
             block_out,
+            shared,
             deltanet,
-            attention,
-            mlp,
         } = s;
         // the residual stream enters a program (a no-op in the reference numerics)
         pass.boundary(x);
@@ -299,7 +298,7 @@ impl Backbone {
         let out = sized(block_out, n * h);
         match (&layer.mixer, state) {
             (Mixer::DeltaNet(m), LayerState::DeltaNet(st)) => {
-                m.forward(xn, n, st, out, deltanet, pass)?
+                m.forward(xn, n, st, out, shared, deltanet, pass)?
             }
             (Mixer::Attention(m), LayerState::Attention(cache)) => {
                 if cache.len != start {
@@ -309,7 +308,7 @@ impl Backbone {
                     )));
                 }
                 let (cos, sin) = self.rope.tables(pos, start, n);
-                m.forward(xn, n, &self.rope, &cos, &sin, cache, out, attention, pass)?
+                m.forward(xn, n, &self.rope, &cos, &sin, cache, out, shared, pass)?
             }
             _ => {
                 return Err(ModelError::Input(format!(
@@ -322,7 +321,7 @@ impl Backbone {
         pass.boundary(x);
         rms_norm(x, h, &layer.post_norm, self.eps, true, xn);
         pass.boundary(xn);
-        layer.mlp.forward(xn, n, out, mlp, pass)?;
+        layer.mlp.forward(xn, n, out, shared, pass)?;
         pass.boundary(out);
         add_in_place(&mut x[..n * h], out);
         pass.boundary(x);
