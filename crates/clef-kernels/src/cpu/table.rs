@@ -287,9 +287,11 @@ impl Kernels {
         table
     }
 
-    /// Records that `family` now runs `name` (called by `install` as it replaces entries; no
-    /// architecture without vector entries calls it).
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    /// Records that `family` now runs `name` (called by `install` as it replaces entries).
+    #[cfg_attr(
+        not(any(target_arch = "x86_64", target_arch = "aarch64")),
+        allow(dead_code)
+    )]
     pub(crate) fn set_name(&mut self, family: Family, name: &'static str) {
         if let Some(entry) = self.names.iter_mut().find(|(f, _)| *f == family) {
             entry.1 = name;
