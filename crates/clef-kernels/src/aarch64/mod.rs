@@ -1,8 +1,9 @@
 //! AArch64: feature detection, the `CLEF_ISA` levels, and the kernel table's Arm entries (so
-//! far the NEON f32 tile; every other family runs its portable twin, which the compiler
-//! vectorizes for NEON, the target's baseline).
+//! far the NEON f32 tile and the `SDOT` integer tile; every other family runs its portable
+//! twin, which the compiler vectorizes for NEON, the target's baseline).
 
 pub(crate) mod f32_tile;
+pub(crate) mod int8_tiles;
 
 use crate::cpu::{Family, Feature, Features, Kernels, Level};
 use crate::gemm::TileKernel;
@@ -56,6 +57,11 @@ pub(crate) fn install(k: &mut Kernels, f: Features) {
         k.f32_tile = TileKernel::neon();
         k.set_name(Family::F32Tile, "neon 8x12");
     }
+    if f.has_all(Features::of(&[Feature::Neon, Feature::Dotprod])) {
+        let t = int8_tiles::dotprod_tile();
+        (k.int8_ternary, k.int8_nibble, k.int8_byte) = (t, t, t);
+        k.set_name(Family::Int8Tile, "dotprod 6x16");
+    }
 }
 
 /// Nothing on AArch64 needs the operating system's permission.
@@ -67,18 +73,29 @@ pub(crate) fn refusal() -> Option<&'static str> {
 mod tests {
     use super::*;
 
-    /// Every AArch64 CPU has NEON (the emulator's `cortex-a72` and `max` alike): a table that
-    /// silently kept the portable tile fails here.
+    /// What the table must have chosen at the best level. `CLEF_TEST_QEMU_CPU` (set by `.ci/run`
+    /// for each emulated CPU model) says what the CPU has, so that a detection that silently
+    /// found less fails; without it the test holds the table to what detection found.
     #[test]
-    fn the_neon_level_runs_the_neon_tile() {
-        assert!(Features::detected().has_all(Features::of(&[Feature::Neon])));
+    fn the_best_level_runs_the_arm_tiles_the_cpu_has() {
+        let found = Features::detected();
+        assert!(found.has_all(Features::of(&[Feature::Neon])));
+        let dotprod = match std::env::var("CLEF_TEST_QEMU_CPU").as_deref() {
+            Ok("cortex-a72") => false,
+            Ok("max") => true,
+            Ok(other) => panic!("CLEF_TEST_QEMU_CPU={other}: expected cortex-a72 or max"),
+            Err(_) => found.has_all(Features::of(&[Feature::Dotprod])),
+        };
+        assert_eq!(found.has_all(Features::of(&[Feature::Dotprod])), dotprod);
         let neon = Kernels::named("neon").expect("every AArch64 CPU has the neon level");
         assert_eq!(neon.implementation(Family::F32Tile), "neon 8x12");
-        assert_eq!(
-            Kernels::detected().implementation(Family::F32Tile),
-            "neon 8x12"
-        );
+        let int8 = if dotprod { "dotprod 6x16" } else { "portable" };
+        assert_eq!(neon.implementation(Family::Int8Tile), int8);
+        if std::env::var_os("CLEF_ISA").is_none() {
+            assert_eq!(Kernels::detected(), neon);
+        }
         let scalar = Kernels::named("scalar").expect("the scalar level is always there");
         assert_eq!(scalar.implementation(Family::F32Tile), "portable");
+        assert_eq!(scalar.implementation(Family::Int8Tile), "portable");
     }
 }
