@@ -8,7 +8,8 @@ pub(crate) mod int8_tiles;
 use crate::cpu::{Family, Feature, Features, Kernels, Level};
 use crate::gemm::TileKernel;
 
-/// `scalar`, and `neon` with every extension the CPU has.
+/// `scalar`, `neon`, `dotprod` and `i8mm`, each allowing every extension the CPU has but those
+/// of the levels above it: `CLEF_ISA=neon` on a Graviton 3 runs what a Cortex-A72 runs.
 pub(crate) const LEVELS: &[Level] = &[
     Level {
         name: "scalar",
@@ -18,6 +19,16 @@ pub(crate) const LEVELS: &[Level] = &[
     Level {
         name: "neon",
         requires: Features::of(&[Feature::Neon]),
+        allows: Features::AARCH64.without(Features::of(&[Feature::Dotprod, Feature::I8mm])),
+    },
+    Level {
+        name: "dotprod",
+        requires: Features::of(&[Feature::Neon, Feature::Dotprod]),
+        allows: Features::AARCH64.without(Features::of(&[Feature::I8mm])),
+    },
+    Level {
+        name: "i8mm",
+        requires: Features::of(&[Feature::Neon, Feature::Dotprod, Feature::I8mm]),
         allows: Features::AARCH64,
     },
 ];
@@ -73,29 +84,64 @@ pub(crate) fn refusal() -> Option<&'static str> {
 mod tests {
     use super::*;
 
-    /// What the table must have chosen at the best level. `CLEF_TEST_QEMU_CPU` (set by `.ci/run`
-    /// for each emulated CPU model) says what the CPU has, so that a detection that silently
-    /// found less fails; without it the test holds the table to what detection found.
+    /// What the table must have chosen at each level. `CLEF_TEST_QEMU_CPU` (set by `.ci/run` for
+    /// each emulated CPU model) says what the CPU has, so that a detection that silently found
+    /// less fails; without it the test holds the tables to what detection found.
     #[test]
-    fn the_best_level_runs_the_arm_tiles_the_cpu_has() {
+    fn each_level_runs_the_arm_tiles_the_cpu_has() {
         let found = Features::detected();
-        assert!(found.has_all(Features::of(&[Feature::Neon])));
+        assert!(found.has(Feature::Neon));
         let dotprod = match std::env::var("CLEF_TEST_QEMU_CPU").as_deref() {
             Ok("cortex-a72") => false,
             Ok("max") => true,
             Ok(other) => panic!("CLEF_TEST_QEMU_CPU={other}: expected cortex-a72 or max"),
-            Err(_) => found.has_all(Features::of(&[Feature::Dotprod])),
+            Err(_) => found.has(Feature::Dotprod),
         };
-        assert_eq!(found.has_all(Features::of(&[Feature::Dotprod])), dotprod);
-        let neon = Kernels::named("neon").expect("every AArch64 CPU has the neon level");
-        assert_eq!(neon.implementation(Family::F32Tile), "neon 8x12");
-        let int8 = if dotprod { "dotprod 6x16" } else { "portable" };
-        assert_eq!(neon.implementation(Family::Int8Tile), int8);
-        if std::env::var_os("CLEF_ISA").is_none() {
-            assert_eq!(Kernels::detected(), neon);
-        }
+        assert_eq!(found.has(Feature::Dotprod), dotprod);
+
         let scalar = Kernels::named("scalar").expect("the scalar level is always there");
         assert_eq!(scalar.implementation(Family::F32Tile), "portable");
         assert_eq!(scalar.implementation(Family::Int8Tile), "portable");
+        let neon = Kernels::named("neon").expect("every AArch64 CPU has the neon level");
+        assert_eq!(neon.implementation(Family::F32Tile), "neon 8x12");
+        assert_eq!(neon.implementation(Family::Int8Tile), "portable");
+        assert!(!neon.features().has(Feature::Dotprod));
+        match Kernels::named("dotprod") {
+            Ok(k) => {
+                assert!(dotprod);
+                assert_eq!(k.implementation(Family::F32Tile), "neon 8x12");
+                assert_eq!(k.implementation(Family::Int8Tile), "dotprod 6x16");
+            }
+            Err(e) => {
+                assert!(!dotprod);
+                assert!(e.to_string().contains("dotprod"), "{e}");
+            }
+        }
+        let best = Level::best().name;
+        assert_eq!(
+            Kernels::named(best)
+                .unwrap()
+                .implementation(Family::Int8Tile),
+            {
+                if dotprod {
+                    "dotprod 6x16"
+                } else {
+                    "portable"
+                }
+            }
+        );
+        if std::env::var_os("CLEF_ISA").is_none() {
+            assert_eq!(Kernels::detected().level(), best);
+        }
+    }
+
+    #[test]
+    fn an_x86_level_or_a_missing_extension_is_refused_by_name() {
+        let e = Kernels::named("avx2").unwrap_err().to_string();
+        assert!(e.contains("avx2") && e.contains("neon"), "{e}");
+        if !Features::detected().has(Feature::I8mm) {
+            let e = Kernels::named("i8mm").unwrap_err().to_string();
+            assert!(e.contains("i8mm"), "{e}");
+        }
     }
 }
