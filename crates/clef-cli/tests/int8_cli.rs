@@ -188,3 +188,36 @@ fn int8_on_a_release_is_refused_by_name() {
     ]);
     assert!(o.status.success(), "{}", text(&o));
 }
+
+/// `clef bench` of a q8 bundle (default int8 path) at `CLEF_ISA=isa` (none: detected), with
+/// `extra` arguments: the chunk it reports.
+fn bench_chunk(bundle: &Path, isa: Option<&str>, extra: &[&str]) -> u64 {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_clef"));
+    cmd.args(["--threads", "2", "bench", "--model", s(bundle)])
+        .args(["--tokens", "16", "--json", "--warmup", "0"])
+        .args(extra);
+    if let Some(isa) = isa {
+        cmd.env("CLEF_ISA", isa);
+    }
+    let o = cmd.output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["matmul"], "int8");
+    v["chunk"].as_u64().unwrap()
+}
+
+#[test]
+fn the_default_chunk_follows_the_integer_tile() {
+    use clef_kernels::cpu::Family;
+    use clef_kernels::Kernels;
+    let root = tempfile::tempdir().unwrap();
+    let bundle = root.path().join("nano-q8");
+    convert(&["--format", "q8"], &nano(), &bundle);
+    // The matrix unit's tiles want 512-row calls; the vector tiles keep 128.
+    let amx = Kernels::detected().implementation(Family::Int8Tile) == "amx";
+    assert_eq!(bench_chunk(&bundle, None, &[]), if amx { 512 } else { 128 });
+    if cfg!(target_arch = "x86_64") {
+        assert_eq!(bench_chunk(&bundle, Some("avx2"), &[]), 128);
+    }
+    assert_eq!(bench_chunk(&bundle, None, &["--chunk", "40"]), 40);
+}

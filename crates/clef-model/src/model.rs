@@ -40,8 +40,9 @@ pub enum PrefillOrder {
 
 #[derive(Clone, Debug)]
 pub struct RunOptions {
-    /// Rows per prefill call (128 by default, as the ANE artifact runs).
-    pub chunk_size: usize,
+    /// Rows per prefill call; `None` takes the linears' mode's default
+    /// ([`MatmulMode::default_chunk`]). Any value gives the same answers.
+    pub chunk_size: Option<usize>,
     pub order: PrefillOrder,
     /// The numerics of the run: [`Exact`] f32 by default; `clef-ane` has the FP16 emulation of
     /// the ANE programs (formats.md §2.8).
@@ -53,7 +54,7 @@ pub struct RunOptions {
 impl Default for RunOptions {
     fn default() -> Self {
         RunOptions {
-            chunk_size: 128,
+            chunk_size: None,
             order: PrefillOrder::ChunkMajor,
             numerics: Arc::new(Exact),
             matmul: None,
@@ -330,6 +331,14 @@ impl Model {
         }
     }
 
+    /// The rows per prefill call of a run: the given size, else its linears' mode's default.
+    pub fn chunk_size(&self, opts: &RunOptions) -> Result<usize> {
+        match opts.chunk_size {
+            Some(c) => Ok(c.max(1)),
+            None => Ok(self.matmul_mode(opts)?.default_chunk()),
+        }
+    }
+
     pub fn hidden(&self) -> usize {
         self.config.text_config.hidden_size
     }
@@ -431,7 +440,7 @@ impl Model {
                 return Err(ModelError::Input("media rows do not fit the prompt".into()));
             }
         }
-        let chunk = opts.chunk_size.max(1);
+        let chunk = self.chunk_size(opts)?;
         let mut timings = Timings {
             tokens: len,
             ..Default::default()

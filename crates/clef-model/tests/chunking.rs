@@ -15,7 +15,7 @@ fn probabilities_do_not_depend_on_chunk_size_or_order() {
     let prompt = g.text_prompt();
     let run = |chunk: usize, order: PrefillOrder| -> Vec<Vec<f64>> {
         let opts = RunOptions {
-            chunk_size: chunk,
+            chunk_size: Some(chunk),
             order,
             ..Default::default()
         };
@@ -44,7 +44,7 @@ fn cancellation_stops_at_a_chunk_boundary() {
         calls.get() > 2
     };
     let opts = RunOptions {
-        chunk_size: 64,
+        chunk_size: Some(64),
         ..Default::default()
     };
     let err = model.score(&prompt, &opts, &cancel).unwrap_err();
@@ -68,7 +68,7 @@ fn a_kept_prefix_resumes_bit_for_bit() {
         .min()
         .unwrap();
     let opts = RunOptions {
-        chunk_size: 64,
+        chunk_size: Some(64),
         ..Default::default()
     };
     let prompt = |cut: Option<usize>| Prompt {

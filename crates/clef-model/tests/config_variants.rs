@@ -116,7 +116,7 @@ fn check(name: &str) {
     };
     // Chunks of 5 rows: the rotary tables and KV cache are carried across chunk boundaries.
     let opts = RunOptions {
-        chunk_size: 5,
+        chunk_size: Some(5),
         ..Default::default()
     };
     let hidden = model.hidden_states(&prompt, &opts).unwrap();

@@ -56,7 +56,7 @@ fn every_linear_input_is_seen_in_order_and_observing_changes_nothing() {
     let g = load_golden(&fixtures().join("golden/tiny-a/a18_long_state.json"));
     let len = g.ids.len();
     let opts = RunOptions {
-        chunk_size: 100,
+        chunk_size: Some(100),
         ..Default::default()
     };
     let mut rec = Record::default();

@@ -18,7 +18,8 @@ pub struct BenchArgs {
     /// Prompt lengths to time, comma separated.
     #[arg(long, value_delimiter = ',', default_value = "512")]
     pub tokens: Vec<usize>,
-    /// Rows per prefill call (default: 512 with `--matmul bf16`, 128 otherwise).
+    /// Rows per prefill call (default: 512 where the linears run on a matrix unit, bf16
+    /// products and AMX integer products; 128 otherwise).
     #[arg(long)]
     pub chunk: Option<usize>,
     /// Untimed warm-up runs at each timed length before its measurement (so that the timed
@@ -52,17 +53,17 @@ pub fn run(args: BenchArgs, threads: usize) -> anyhow::Result<ExitCode> {
     let model = clef_engine::load_model_resident(&args.model, clef_engine::residency_for(order))?;
     let load_s = t0.elapsed().as_secs_f64();
     let peak = clef_kernels::measure_fma_peak_gflops(threads);
-    let chunk = args.matmul.chunk(args.chunk);
-    if chunk == 0 {
+    if args.chunk == Some(0) {
         anyhow::bail!("--chunk must be at least 1");
     }
     let opts = RunOptions {
         matmul: args.matmul.mode(),
-        chunk_size: chunk,
+        chunk_size: args.chunk,
         order,
         ..Default::default()
     };
     let matmul = model.matmul_mode(&opts)?;
+    let chunk = model.chunk_size(&opts)?;
     let kernels = Kernels::detected();
     let int8_peak = (matmul == clef_model::MatmulMode::Int8)
         .then(|| clef_kernels::measure_int8_peak_gops(threads));

@@ -36,9 +36,9 @@ pub struct EngineArgs {
     /// joint_head.safetensors, tokenizer.json) or a converted bundle.
     #[arg(long, env = "CLEF_MODEL")]
     pub model: PathBuf,
-    /// Rows per prefill call; any value gives the same answers. Default: 512 with
-    /// `--matmul bf16` (each call streams every weight once, which the matrix unit waits on),
-    /// 128 otherwise.
+    /// Rows per prefill call; any value gives the same answers. Default: 512 where the
+    /// linears run on a matrix unit (`--matmul bf16`, and int8 on AMX: each call streams every
+    /// weight once, which the matrix unit waits on), 128 otherwise.
     #[arg(long, env = "CLEF_CHUNK")]
     pub chunk: Option<usize>,
     /// Run the prefill layer by layer, dropping each layer's weight pages afterwards, so a
@@ -86,22 +86,7 @@ pub struct MatmulArgs {
     pub mode: Option<MatmulArg>,
 }
 
-/// Rows per prefill call when `--chunk` is not given and the mode is not bf16.
-pub const DEFAULT_CHUNK: usize = 128;
-/// Rows per prefill call of `--matmul bf16` when `--chunk` is not given: measured on the
-/// Clef-Flash slice with AMX (docs/performance.md), 512 rows run 1.36-1.38x as fast as 128,
-/// whose calls stream every weight from memory four times as often.
-pub const BF16_CHUNK: usize = 512;
-
 impl MatmulArgs {
-    /// The rows per prefill call: `given`, else the mode's default.
-    pub fn chunk(&self, given: Option<usize>) -> usize {
-        given.unwrap_or(match self.mode() {
-            Some(MatmulMode::Bf16) => BF16_CHUNK,
-            _ => DEFAULT_CHUNK,
-        })
-    }
-
     pub fn mode(&self) -> Option<MatmulMode> {
         self.mode.map(|m| match m {
             MatmulArg::Exact => MatmulMode::Exact,
@@ -121,8 +106,7 @@ pub enum MatmulArg {
 impl EngineArgs {
     pub fn config(&self, mut limits: Limits) -> anyhow::Result<EngineConfig> {
         check_model_folder(&self.model)?;
-        let chunk = self.matmul.chunk(self.chunk);
-        if chunk == 0 {
+        if self.chunk == Some(0) {
             anyhow::bail!("--chunk must be at least 1");
         }
         if let Some(c) = self.max_context {
@@ -140,7 +124,7 @@ impl EngineArgs {
             ffmpeg: self.ffmpeg.clone(),
             ffprobe: self.ffprobe.clone(),
             run: RunOptions {
-                chunk_size: chunk,
+                chunk_size: self.chunk,
                 order: if self.low_memory {
                     PrefillOrder::LayerMajor
                 } else {

@@ -82,7 +82,7 @@ impl Engine {
             "matmul={:?} numerics={} chunk={} order={:?} slab={} processor={:?} media={:?}",
             self.matmul_mode(),
             run.numerics.name(),
-            run.chunk_size.max(1),
+            self.chunk_size(),
             run.order,
             self.config.slab_rows,
             self.processor,

@@ -98,7 +98,7 @@ impl Engine {
                 })
                 .map_err(Clone::clone),
             matmul: self.matmul_mode().name(),
-            chunk: self.config.run.chunk_size,
+            chunk: self.chunk_size(),
             state_cache: self.state_cache.config().clone(),
             state_bytes_fixed: fixed,
             state_bytes_per_token: self.state_charge(1) - fixed,

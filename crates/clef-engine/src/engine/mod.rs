@@ -208,6 +208,14 @@ impl Engine {
             .unwrap_or_else(|| self.model.default_matmul())
     }
 
+    /// Rows per prefill call: the configured size, else the matmul mode's default.
+    pub fn chunk_size(&self) -> usize {
+        self.config
+            .run
+            .chunk_size
+            .map_or_else(|| self.matmul_mode().default_chunk(), |c| c.max(1))
+    }
+
     pub fn supports_vision(&self) -> bool {
         self.model.vision().is_some()
     }
