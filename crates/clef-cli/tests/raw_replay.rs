@@ -7,7 +7,12 @@
 //! multiplies and adds separately) and `avx2`, the outputs of every vector level (`avx2`,
 //! `avxvnni`, `avx512`, `amx`): their tiles run each output as one fused multiply-add chain in
 //! the same order, whatever the vector width, so they give the same bits (the AMX tiles run
-//! only the int8 and bf16 modes, which a release's default exact path does not use).
+//! only the int8 and bf16 modes, which a release's default exact path does not use). On Arm64
+//! the NEON f32 tile runs the same chains, so `neon`, `dotprod` and `i8mm` replay the `avx2`
+//! set too: an Arm machine answers with the x86 vector levels' bits.
+//!
+//! Cross-compiled, the binary runs under the emulator named by `CLEF_TEST_RUNNER` (e.g.
+//! `qemu-aarch64 -cpu max -L /usr/aarch64-linux-gnu`, as `.ci/run` sets it).
 
 mod cli_common;
 
@@ -25,6 +30,20 @@ fn source(name: &str) -> (PathBuf, PathBuf) {
         (m, r) => f.join(format!("golden/{m}/{r}.json")),
     };
     (f.join("models").join(model), request)
+}
+
+/// The `clef` binary, under `CLEF_TEST_RUNNER` when one is given.
+fn clef_command() -> Command {
+    let exe = env!("CARGO_BIN_EXE_clef");
+    match std::env::var("CLEF_TEST_RUNNER") {
+        Ok(runner) if !runner.trim().is_empty() => {
+            let mut words = runner.split_whitespace();
+            let mut cmd = Command::new(words.next().unwrap_or_default());
+            cmd.args(words).arg(exe);
+            cmd
+        }
+        _ => Command::new(exe),
+    }
 }
 
 /// Replays the stored set `stored` under the kernel level `isa`.
@@ -52,7 +71,7 @@ fn replay(isa: &str, stored: &str) {
             "{name}: no request {}",
             request.display()
         );
-        let out = Command::new(env!("CARGO_BIN_EXE_clef"))
+        let out = clef_command()
             .env("CLEF_ISA", isa)
             .args(["--threads", "2", "decide", "--raw", "--model"])
             .arg(&model)
@@ -87,30 +106,59 @@ fn replay_vector_level(isa: &str) {
     replay(isa, "avx2");
 }
 
-#[test]
-fn avx2_outputs_are_bit_identical() {
-    replay_vector_level("avx2");
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::replay_vector_level;
+
+    #[test]
+    fn avx2_outputs_are_bit_identical() {
+        replay_vector_level("avx2");
+    }
+
+    #[test]
+    fn avxvnni_outputs_are_bit_identical() {
+        replay_vector_level("avxvnni");
+    }
+
+    #[test]
+    fn avx512_outputs_are_bit_identical() {
+        replay_vector_level("avx512");
+    }
+
+    #[test]
+    fn amx_outputs_are_bit_identical() {
+        replay_vector_level("amx");
+    }
 }
 
-#[test]
-fn avxvnni_outputs_are_bit_identical() {
-    replay_vector_level("avxvnni");
-}
+#[cfg(target_arch = "aarch64")]
+mod aarch64 {
+    use super::replay_vector_level;
 
-#[test]
-fn avx512_outputs_are_bit_identical() {
-    replay_vector_level("avx512");
-}
+    #[test]
+    fn neon_outputs_are_bit_identical() {
+        replay_vector_level("neon");
+    }
 
-#[test]
-fn amx_outputs_are_bit_identical() {
-    replay_vector_level("amx");
+    #[test]
+    fn dotprod_outputs_are_bit_identical() {
+        replay_vector_level("dotprod");
+    }
+
+    #[test]
+    fn i8mm_outputs_are_bit_identical() {
+        replay_vector_level("i8mm");
+    }
 }
 
 /// Every level this architecture knows is one of the replays above.
 #[test]
 fn every_level_is_replayed() {
-    let replayed = ["scalar", "avx2", "avxvnni", "avx512", "amx"];
+    let replayed: &[&str] = if cfg!(target_arch = "aarch64") {
+        &["scalar", "neon", "dotprod", "i8mm"]
+    } else {
+        &["scalar", "avx2", "avxvnni", "avx512", "amx"]
+    };
     for level in clef_kernels::cpu::Level::all() {
         assert!(
             replayed.contains(&level.name),
