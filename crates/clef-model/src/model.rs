@@ -51,6 +51,15 @@ pub struct RunOptions {
     pub matmul: Option<MatmulMode>,
 }
 
+impl RunOptions {
+    /// The rows per prefill call of a run whose linears run in `mode`: the given size, else
+    /// the mode's default.
+    pub fn chunk_for(&self, mode: MatmulMode) -> usize {
+        self.chunk_size
+            .map_or_else(|| mode.default_chunk(), |c| c.max(1))
+    }
+}
+
 impl Default for RunOptions {
     fn default() -> Self {
         RunOptions {
@@ -333,10 +342,7 @@ impl Model {
 
     /// The rows per prefill call of a run: the given size, else its linears' mode's default.
     pub fn chunk_size(&self, opts: &RunOptions) -> Result<usize> {
-        match opts.chunk_size {
-            Some(c) => Ok(c.max(1)),
-            None => Ok(self.matmul_mode(opts)?.default_chunk()),
-        }
+        Ok(opts.chunk_for(self.matmul_mode(opts)?))
     }
 
     pub fn hidden(&self) -> usize {
@@ -440,14 +446,15 @@ impl Model {
                 return Err(ModelError::Input("media rows do not fit the prompt".into()));
             }
         }
-        let chunk = self.chunk_size(opts)?;
+        let matmul = self.matmul_mode(opts)?;
+        let chunk = opts.chunk_for(matmul);
         let mut timings = Timings {
             tokens: len,
             ..Default::default()
         };
         let mut scratch = Scratch::default();
         let mut pass = Pass::new(opts.numerics.as_ref(), observer);
-        pass.matmul = self.matmul_mode(opts)?;
+        pass.matmul = matmul;
         let embed_rows = |start: usize, x: &mut [f32]| -> Result<()> {
             self.backbone.embed_prompt(seq.ids, seq.media, start, x)
         };

@@ -210,10 +210,7 @@ impl Engine {
 
     /// Rows per prefill call: the configured size, else the matmul mode's default.
     pub fn chunk_size(&self) -> usize {
-        self.config
-            .run
-            .chunk_size
-            .map_or_else(|| self.matmul_mode().default_chunk(), |c| c.max(1))
+        self.config.run.chunk_for(self.matmul_mode())
     }
 
     pub fn supports_vision(&self) -> bool {
