@@ -33,6 +33,24 @@ pub enum FormatError {
     /// A q8 group whose amax/127 is too large for an FP16 scale.
     #[error("group {group}: amax {amax} / 127 overflows an FP16 scale (largest 65504)")]
     ScaleOverflow { group: usize, amax: String },
+    /// A ggml tensor type that [`crate::ggml::dequantize_row`] does not decode.
+    #[error("ggml type {ty} is not dequantized by this clef.rs")]
+    UnsupportedGgmlType { ty: &'static str },
+    /// A ggml row whose element count is not a whole number of its type's blocks.
+    #[error("{ty}: {elements} elements are not a whole number of {block}-element blocks")]
+    PartialGgmlBlock {
+        ty: &'static str,
+        elements: usize,
+        block: usize,
+    },
+    /// A ggml row whose bytes are not the count its elements take.
+    #[error("{ty}: {elements} elements take {expected} bytes, got {got}")]
+    GgmlByteLength {
+        ty: &'static str,
+        elements: usize,
+        expected: usize,
+        got: usize,
+    },
     /// A manifest names a format (or a version of one) this clef.rs does not read.
     #[error("unknown bundle format `{name}` version {version} (this clef.rs reads {known})")]
     UnknownFormat {

@@ -15,6 +15,7 @@ pub mod affine4;
 mod bundle;
 pub mod coreml;
 mod error;
+pub mod ggml;
 pub mod lut6;
 pub mod q8;
 pub mod rotation;
