@@ -9,7 +9,7 @@
 
 use clef_kernels::{
     causal_attention, gated_delta_rule, l2_normalize, matmul, measure_fma_peak_gflops,
-    DeltaNetDims, Kernels, WeightData, WeightView,
+    DeltaNetDims, HeadOrder, Kernels, WeightData, WeightView,
 };
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rand::rngs::StdRng;
@@ -192,6 +192,7 @@ fn benches(c: &mut Criterion) {
         v_heads: 32,
         dk: 128,
         dv: 128,
+        order: HeadOrder::Grouped,
     };
     let dn = DeltaNetInputs::new(&mut rng, M, dims);
     let mut state = vec![0.0f32; 32 * 128 * 128];
@@ -358,6 +359,7 @@ fn slice_estimate(rng: &mut StdRng, weights: &[(&str, Weight)], summary: &mut Su
         v_heads: 32,
         dk: 128,
         dv: 128,
+        order: HeadOrder::Grouped,
     };
     let dn = DeltaNetInputs::new(rng, M, dims);
     for total in [512usize, 2048] {

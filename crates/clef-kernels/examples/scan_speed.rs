@@ -3,7 +3,7 @@
 //!
 //! `cargo run --release -p clef-kernels --example scan_speed [threads] [tokens]`
 
-use clef_kernels::{gated_delta_rule, DeltaNetDims};
+use clef_kernels::{gated_delta_rule, DeltaNetDims, HeadOrder};
 use std::time::Instant;
 
 fn main() {
@@ -19,6 +19,7 @@ fn main() {
         v_heads: 32,
         dk: 128,
         dv: 128,
+        order: HeadOrder::Grouped,
     };
     let mut s = 7u32;
     let mut next = move || {

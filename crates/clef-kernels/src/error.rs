@@ -14,4 +14,14 @@ pub enum KernelError {
     /// `rows × cols` (times the element size) does not fit in `usize`.
     #[error("shape {rows} × {cols} overflows the address space")]
     ShapeOverflow { rows: usize, cols: usize },
+    /// A stored format this build cannot widen.
+    #[error("{what} is not supported")]
+    Unsupported { what: String },
+    /// A matrix whose rows are not whole blocks of its format.
+    #[error("{what}: rows of {cols} values are not whole blocks of {block}")]
+    PartialBlock {
+        what: String,
+        cols: usize,
+        block: usize,
+    },
 }

@@ -50,7 +50,8 @@ pub use bulk::{
 pub use conv::{causal_conv1d, causal_conv1d_with};
 pub use cpu::{IsaError, Kernels};
 pub use deltanet::{
-    gated_delta_rule, gated_delta_rule_recurrent, gated_delta_rule_with, DeltaNetDims, CHUNK,
+    gated_delta_rule, gated_delta_rule_recurrent, gated_delta_rule_with, DeltaNetDims, HeadOrder,
+    CHUNK,
 };
 pub use elementwise::{
     add_in_place, add_in_place_with, deltanet_gates, mul_sigmoid_in_place, scale_in_place,

@@ -3,7 +3,7 @@
 
 use clef_kernels::{
     gated_delta_rule, gated_delta_rule_recurrent, gated_delta_rule_with, l2_normalize,
-    DeltaNetDims, Kernels,
+    DeltaNetDims, HeadOrder, Kernels,
 };
 use proptest::prelude::*;
 use rand::rngs::StdRng;
@@ -30,6 +30,7 @@ fn case(seed: u64, n: usize, dims: DeltaNetDims) -> Case {
         v_heads,
         dk,
         dv,
+        ..
     } = dims;
     let mut uniform = |len: usize, lo: f32, hi: f32| -> Vec<f32> {
         (0..len).map(|_| rng.random_range(lo..hi)).collect()
@@ -65,6 +66,7 @@ fn run_split(c: &Case, split: usize, f: &Step) -> (Vec<f32>, Vec<f32>) {
         v_heads,
         dk,
         dv,
+        ..
     } = c.dims;
     let mut state = c.state.clone();
     let mut out = vec![f32::NAN; c.n * v_heads * dv];
@@ -150,6 +152,7 @@ fn named_lengths_at_model_head_sizes() {
         v_heads: 4,
         dk: 128,
         dv: 128,
+        order: HeadOrder::Grouped,
     };
     for (i, n) in [1usize, 7, 64, 65, 200].into_iter().enumerate() {
         check(100 + i as u64, n, n, dims);
@@ -168,9 +171,11 @@ proptest! {
         r in 1usize..=3,
         dk in 1usize..=45,
         dv in 1usize..=45,
+        tiled in any::<bool>(),
         seed in any::<u64>(),
     ) {
-        check(seed, n, split, DeltaNetDims { k_heads, v_heads: k_heads * r, dk, dv });
+        let order = if tiled { HeadOrder::Tiled } else { HeadOrder::Grouped };
+        check(seed, n, split, DeltaNetDims { k_heads, v_heads: k_heads * r, dk, dv, order });
     }
 }
 
@@ -185,6 +190,7 @@ fn strong_decays_flush_denormals_without_moving_the_answer() {
         v_heads: 4,
         dk: 64,
         dv: 64,
+        order: HeadOrder::Grouped,
     };
     let n = 150;
     let mut c = case(7, n, dims);
@@ -249,9 +255,66 @@ fn empty_sequence_leaves_state_alone() {
         v_heads: 2,
         dk: 3,
         dv: 5,
+        order: HeadOrder::Grouped,
     };
     let mut state: Vec<f32> = (0..30).map(|i| i as f32).collect();
     let before = state.clone();
     gated_delta_rule(&[], &[], &[], &[], &[], 0, &dims, &mut state, &mut []);
     assert_eq!(state, before);
+}
+
+/// The tiled order (llama.cpp's GGUF files) is the grouped order with the value heads renamed:
+/// value head `h = i·k_heads + j` (tiled) is head `j·r + i` (grouped). Moving every per-value-head
+/// input to its grouped place and running the grouped layer gives the tiled layer's outputs and
+/// states, bit for bit, on every kernel table.
+#[test]
+fn tiled_heads_are_grouped_heads_renamed() {
+    let (k_heads, r, dk, dv, n) = (3, 2, 20, 12, 70);
+    let v_heads = k_heads * r;
+    let dims = |order| DeltaNetDims {
+        k_heads,
+        v_heads,
+        dk,
+        dv,
+        order,
+    };
+    let tiled = case(77, n, dims(HeadOrder::Tiled));
+    let grouped_of = |h: usize| (h % k_heads) * r + h / k_heads;
+    // per token, per value head blocks of `w` values: tiled head h goes to grouped_of(h)
+    let regroup = |x: &[f32], w: usize, rows: usize| {
+        let mut y = vec![0.0f32; x.len()];
+        for t in 0..rows {
+            for h in 0..v_heads {
+                let (src, dst) = ((t * v_heads + h) * w, (t * v_heads + grouped_of(h)) * w);
+                y[dst..dst + w].copy_from_slice(&x[src..src + w]);
+            }
+        }
+        y
+    };
+    for kt in Kernels::available() {
+        let run = |c: &Case, d: DeltaNetDims| {
+            let mut state = c.state.clone();
+            let mut out = vec![0.0f32; n * v_heads * dv];
+            gated_delta_rule_with(
+                kt, &c.q, &c.k, &c.v, &c.g, &c.beta, n, &d, &mut state, &mut out,
+            );
+            (out, state)
+        };
+        let (out_t, state_t) = run(&tiled, dims(HeadOrder::Tiled));
+        let grouped = Case {
+            v: regroup(&tiled.v, dv, n),
+            g: regroup(&tiled.g, 1, n),
+            beta: regroup(&tiled.beta, 1, n),
+            state: regroup(&tiled.state, dk * dv, 1),
+            q: tiled.q.clone(),
+            k: tiled.k.clone(),
+            n,
+            dims: dims(HeadOrder::Grouped),
+        };
+        let (out_g, state_g) = run(&grouped, dims(HeadOrder::Grouped));
+        assert_eq!(regroup(&out_t, dv, n), out_g, "{kt:?}");
+        assert_eq!(regroup(&state_t, dk * dv, 1), state_g, "{kt:?}");
+        // and the orders do differ
+        assert_ne!(out_t, run(&tiled, dims(HeadOrder::Grouped)).0);
+    }
 }

@@ -173,8 +173,9 @@ impl ChunkScratch {
             v_heads,
             dk,
             dv,
+            ..
         } = x.dims;
-        let kh = h / (v_heads / k_heads);
+        let kh = x.dims.key_head(h);
         let (ldk, ldv) = (k_heads * dk, v_heads * dv);
         let k_rows = &x.k[(t0 * k_heads + kh) * dk..];
         let q_rows = &x.q[(t0 * k_heads + kh) * dk..];

@@ -4,7 +4,9 @@
 //! Shapes (callers pass consistent lengths; checked up front, a mismatch panics):
 //! q, k `[n, k_heads, dk]` (L2-normalised, q already scaled by dk^-1/2); v `[n, v_heads, dv]`;
 //! g (log decay, ≤ 0) and beta `[n, v_heads]`; state `[v_heads, dk, dv]` carried in and out;
-//! out `[n, v_heads, dv]`. Value head h reads key head `h / (v_heads / k_heads)`.
+//! out `[n, v_heads, dv]`. Value head h reads key head [`DeltaNetDims::key_head`]: `h / r` in
+//! the release's grouped order (r = v_heads / k_heads), `h mod k_heads` in the tiled order
+//! llama.cpp's GGUF files store (model.md §3.7).
 
 pub(crate) mod chunked;
 
@@ -18,9 +20,32 @@ pub struct DeltaNetDims {
     pub v_heads: usize,
     pub dk: usize,
     pub dv: usize,
+    /// How value heads are ordered against key heads.
+    pub order: HeadOrder,
+}
+
+/// The order of a DeltaNet layer's value heads (everything indexed by value head: the V part
+/// of the projections, z, a, b, the conv's V channels, `out_proj`'s inputs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HeadOrder {
+    /// The r value heads of key head j are `j·r .. j·r + r` (the release, transformers).
+    #[default]
+    Grouped,
+    /// Value head h belongs to key head `h mod k_heads` (llama.cpp's GGUF files, which store
+    /// the heads so for ggml's broadcast; model.md §3.7).
+    Tiled,
 }
 
 impl DeltaNetDims {
+    /// The key head value head `h` reads.
+    #[inline]
+    pub fn key_head(&self, h: usize) -> usize {
+        match self.order {
+            HeadOrder::Grouped => h / (self.v_heads / self.k_heads),
+            HeadOrder::Tiled => h % self.k_heads,
+        }
+    }
+
     fn group(&self) -> usize {
         assert!(
             self.k_heads > 0 && self.v_heads.is_multiple_of(self.k_heads),
@@ -46,6 +71,7 @@ fn check_lengths(
         v_heads,
         dk,
         dv,
+        ..
     } = *dims;
     dims.group();
     assert_eq!(q.len(), n * k_heads * dk, "q length");
@@ -112,11 +138,12 @@ pub fn gated_delta_rule_recurrent(
         v_heads,
         dk,
         dv,
+        ..
     } = *dims;
-    let group = dims.group();
+    dims.group();
     let mut u = vec![0.0f32; dv];
     for h in 0..v_heads {
-        let kh = h / group;
+        let kh = dims.key_head(h);
         let s = &mut state[h * dk * dv..(h + 1) * dk * dv];
         for t in 0..n {
             let qt = &q[(t * k_heads + kh) * dk..][..dk];
