@@ -29,6 +29,8 @@ pub use error::{ModelError, Result};
 pub use forward::{ForwardObserver, LinearId, LinearKind, Stage};
 pub use head::layout::{OptionLayout, QuestionLayout, SchemaLayout};
 pub use matmul::MatmulMode;
-pub use model::{MediaRows, Model, PrefillOrder, Prompt, RunOptions, Sequence, Timings};
+pub use model::{
+    GgufSource, MediaRows, Model, PrefillOrder, Prompt, RunOptions, Sequence, Timings,
+};
 pub use numerics::{Exact, Numerics};
 pub use prefix::{PrefixState, PrefixUse, Scored};

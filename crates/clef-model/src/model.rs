@@ -133,6 +133,16 @@ pub struct Model {
     pub(crate) vision: Option<VisionTower>,
     /// The bundle's format (from its manifest); None for a release.
     pub(crate) format: Option<BundleFormat>,
+    /// The GGUF file the weights are read from, when they are.
+    pub(crate) gguf: Option<Arc<GgufSource>>,
+}
+
+/// A GGUF file a model was read from: its path, its tensor types (name → count) and metadata.
+#[derive(Debug)]
+pub struct GgufSource {
+    pub path: PathBuf,
+    pub tensor_types: std::collections::BTreeMap<&'static str, usize>,
+    pub metadata: clef_gguf::Metadata,
 }
 
 impl Model {
@@ -187,11 +197,55 @@ impl Model {
     fn assemble(
         dir: &Path,
         format: Option<BundleFormat>,
-        mut set: TensorSet,
+        set: TensorSet,
         residency: Residency,
     ) -> Result<Model> {
         let config = ModelConfig::from_file(&dir.join("config.json"))?;
         let head_config = HeadConfig::from_file(&dir.join("joint_head_config.json"))?;
+        let mut hset = TensorSet::new();
+        hset.add_file(&dir.join("joint_head.safetensors"))?;
+        Self::assemble_sets(dir, format, config, head_config, set, hset, residency)
+    }
+
+    /// Load a GGUF file of llama.cpp's `clef` architecture (`checkpoint::gguf`): its tensors
+    /// read where the file's map holds them (the linears copied into memory when `residency`
+    /// says), under the release's names; the folder around it is where a tokenizer is looked
+    /// for.
+    pub fn load_gguf(path: &Path, residency: Residency) -> Result<Model> {
+        let ck = checkpoint::gguf::open(path)?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let mut model = Self::assemble_sets(
+            dir,
+            None,
+            ck.config,
+            ck.head_config,
+            ck.backbone,
+            ck.head,
+            residency,
+        )?;
+        model.gguf = Some(Arc::new(GgufSource {
+            path: path.to_path_buf(),
+            tensor_types: ck.tensor_types,
+            metadata: ck.metadata,
+        }));
+        Ok(model)
+    }
+
+    /// The GGUF file the model was read from, if it was.
+    pub fn gguf(&self) -> Option<&GgufSource> {
+        self.gguf.as_deref()
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn assemble_sets(
+        dir: &Path,
+        format: Option<BundleFormat>,
+        config: ModelConfig,
+        head_config: HeadConfig,
+        mut set: TensorSet,
+        mut hset: TensorSet,
+        residency: Residency,
+    ) -> Result<Model> {
         if head_config.hidden_size != config.text_config.hidden_size {
             return Err(ModelError::config(
                 dir.join("joint_head_config.json"),
@@ -227,9 +281,7 @@ impl Model {
         };
         set.finish()?;
 
-        let mut hset = TensorSet::new();
         hset.set_residency(residency);
-        hset.add_file(&dir.join("joint_head.safetensors"))?;
         let head = JointHead::take(&mut hset, &head_config)?;
         hset.finish()?;
         Ok(Model {
@@ -241,6 +293,7 @@ impl Model {
             lm_head,
             vision,
             format,
+            gguf: None,
         })
     }
 

@@ -3,6 +3,7 @@
 //! whole matrix to f32, so resident memory stays close to the file size.
 
 use crate::error::{ModelError, Result};
+use clef_formats::ggml::GgmlType;
 use clef_kernels::{WeightData, WeightView};
 use half::{bf16, f16};
 use memmap2::Mmap;
@@ -18,15 +19,20 @@ pub enum Dtype {
     /// Signed bytes (clef-q8 codes).
     I8,
     I64,
+    /// One of ggml's block-quantized types (a GGUF file's Q8_0, Q4_K, IQ3_S, ...): rows of
+    /// whole blocks, read through `clef_formats::ggml`.
+    Ggml(GgmlType),
 }
 
 impl Dtype {
+    /// Bytes per element; for a ggml block type, bytes per block (`GgmlType::block`).
     pub fn size(self) -> usize {
         match self {
             Dtype::F32 => 4,
             Dtype::F16 | Dtype::Bf16 => 2,
             Dtype::U8 | Dtype::I8 => 1,
             Dtype::I64 => 8,
+            Dtype::Ggml(t) => t.block().1,
         }
     }
 
@@ -38,6 +44,7 @@ impl Dtype {
             Dtype::U8 => "U8",
             Dtype::I8 => "I8",
             Dtype::I64 => "I64",
+            Dtype::Ggml(t) => t.name(),
         }
     }
 
@@ -63,6 +70,8 @@ impl Dtype {
             Dtype::U8 => S::U8,
             Dtype::I8 => S::I8,
             Dtype::I64 => S::I64,
+            // safetensors has no block types: their raw bytes
+            Dtype::Ggml(_) => S::U8,
         }
     }
 }
@@ -221,6 +230,12 @@ impl Tensor {
                 .chunks_exact(2)
                 .map(|c| f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32())
                 .collect(),
+            Dtype::Ggml(t) => {
+                let mut out = vec![0.0f32; self.numel()];
+                clef_formats::ggml::dequantize_row(t, b, &mut out)
+                    .map_err(|e| ModelError::Input(format!("{}: {e}", self.name)))?;
+                out
+            }
             Dtype::U8 | Dtype::I8 | Dtype::I64 => {
                 return Err(ModelError::TensorDtype {
                     name: self.name.clone(),
@@ -274,7 +289,7 @@ impl Tensor {
             Dtype::F32 => WeightData::F32(bytes),
             Dtype::Bf16 => WeightData::Bf16(bytes),
             Dtype::F16 => WeightData::F16(bytes),
-            Dtype::U8 | Dtype::I8 | Dtype::I64 => {
+            Dtype::U8 | Dtype::I8 | Dtype::I64 | Dtype::Ggml(_) => {
                 return Err(ModelError::TensorDtype {
                     name: self.name.clone(),
                     dtype: self.dtype.name().into(),

@@ -11,13 +11,17 @@ use std::path::{Path, PathBuf};
 /// ways to get one without a download.
 const MODEL_FOLDER_HINT: &str =
     "a model folder is a Clef release (config.json, model*.safetensors, \
-joint_head.safetensors, joint_head_config.json, tokenizer.json, processor_config.json) or a bundle \
-written by `clef convert`; to try clef.rs without downloading weights, use the trained toy model \
+joint_head.safetensors, joint_head_config.json, tokenizer.json, processor_config.json), a bundle \
+written by `clef convert`, or a GGUF file of llama.cpp's `clef` architecture; to try clef.rs without downloading weights, use the trained toy model \
 committed in this repository (--model tests/fixtures/models/nano) or write a random-weight one \
 with `clef synth --preset tiny --out DIR`";
 
-/// Refuses a `--model` that is not a model folder, before anything is loaded, with the hint.
+/// Refuses a `--model` that is neither a model folder nor a GGUF file, before anything is
+/// loaded, with the hint.
 pub fn check_model_folder(dir: &Path) -> anyhow::Result<()> {
+    if clef_model::checkpoint::gguf::is_gguf(dir) {
+        return Ok(());
+    }
     if !dir.is_dir() {
         anyhow::bail!("no model folder at {}: {MODEL_FOLDER_HINT}", dir.display());
     }
@@ -33,7 +37,8 @@ pub fn check_model_folder(dir: &Path) -> anyhow::Result<()> {
 #[derive(Args, Clone)]
 pub struct EngineArgs {
     /// Model folder: a Hugging Face release (config.json, model*.safetensors,
-    /// joint_head.safetensors, tokenizer.json) or a converted bundle.
+    /// joint_head.safetensors, tokenizer.json) or a converted bundle; or a GGUF file of
+    /// llama.cpp's `clef` architecture (tokenizer.json beside it).
     #[arg(long, env = "CLEF_MODEL")]
     pub model: PathBuf,
     /// Rows per prefill call; any value gives the same answers. Default: 512 where the

@@ -6,6 +6,7 @@
 mod agreement;
 mod identity;
 mod revision;
+mod vocabulary;
 
 pub use revision::Revision;
 
@@ -16,7 +17,7 @@ use clef_encode::Encoder;
 #[cfg(feature = "lut6")]
 use clef_formats::BundleFormat;
 use clef_media::ProcessorConfig;
-use clef_model::checkpoint::Residency;
+use clef_model::checkpoint::{gguf, Residency};
 use clef_model::{Model, ModelError, PrefillOrder};
 use std::path::Path;
 use std::sync::Arc;
@@ -33,6 +34,9 @@ pub fn load_model(dir: &Path) -> Result<Model, ModelError> {
 /// `--low-memory`: docs/architecture.md, "Where weights live"). A LUT-6 bundle's weights stay
 /// in its own storage either way.
 pub fn load_model_resident(dir: &Path, residency: Residency) -> Result<Model, ModelError> {
+    if gguf::is_gguf(dir) {
+        return Model::load_gguf(dir, residency);
+    }
     match clef_model::bundle::bundle_format(dir) {
         #[cfg(feature = "lut6")]
         Ok(Some(BundleFormat::Lut6)) => clef_ane::load_model(dir),
@@ -64,17 +68,34 @@ impl Engine {
                 .max_image_pixels
                 .min(clef_ane::MAX_IMAGE_PIXELS);
         }
-        let encoder = Encoder::from_path(dir).map_err(|e| LoadError::Tokenizer(e.to_string()))?;
-        let pc = dir.join("processor_config.json");
+        // A GGUF file's tokenizer and processor settings are looked for beside it.
+        let folder = model.dir().to_path_buf();
+        let encoder =
+            Encoder::from_path(&folder).map_err(|e| LoadError::Tokenizer(e.to_string()))?;
+        if let Some(g) = model.gguf() {
+            vocabulary::check(&g.metadata, &encoder)?;
+        }
+        let pc = folder.join("processor_config.json");
         let processor = if pc.is_file() {
             ProcessorConfig::from_file(&pc).map_err(|e| LoadError::Processor(e.to_string()))?
         } else {
             ProcessorConfig::default()
         };
         agreement::check(model.config(), encoder.special_tokens(), &processor)?;
-        let identity = identity::model_identity(dir)
-            .map_err(|e| LoadError::Identity(format!("{}: {e}", dir.display())))?;
-        let (revision, format) = revision::read(dir)?;
+        let (identity, revision, format) = match model.gguf() {
+            Some(g) => (
+                identity::gguf_identity(&g.path, &folder)
+                    .map_err(|e| LoadError::Identity(format!("{}: {e}", dir.display())))?,
+                revision::of_gguf(g),
+                revision::gguf_format(g),
+            ),
+            None => {
+                let identity = identity::model_identity(dir)
+                    .map_err(|e| LoadError::Identity(format!("{}: {e}", dir.display())))?;
+                let (revision, format) = revision::read(dir)?;
+                (identity, revision, format)
+            }
+        };
         let state_cache = Arc::new(StateCache::new(config.state_cache.clone()));
         let video = locate_video_tools(config.ffmpeg.as_deref(), config.ffprobe.as_deref());
         if let (Err(reason), true) = (&video, config.ffmpeg.is_some() || config.ffprobe.is_some()) {

@@ -58,12 +58,8 @@ impl Attention {
                 t.num_attention_heads * d,
                 bias,
             )?,
-            q_norm: set
-                .take(&format!("{prefix}.q_norm.weight"), &[d])?
-                .to_f32()?,
-            k_norm: set
-                .take(&format!("{prefix}.k_norm.weight"), &[d])?
-                .to_f32()?,
+            q_norm: set.take_norm_multipliers(&format!("{prefix}.q_norm.weight"), d)?,
+            k_norm: set.take_norm_multipliers(&format!("{prefix}.k_norm.weight"), d)?,
             heads: t.num_attention_heads,
             kv_heads: t.num_key_value_heads,
             head_dim: d,
@@ -130,13 +126,13 @@ impl Attention {
             &mut s.a,
             [n * hq * d, n * hkv * d, n * hkv * d, n * hkv * d],
         );
-        rms_norm(q, d, &self.q_norm, self.eps, true, qn);
+        rms_norm(q, d, &self.q_norm, self.eps, false, qn);
         rope.apply(qn, n, hq, d, cos, sin);
         pass.boundary(qn);
 
         pass.linear(LinearKind::AttentionK, &self.k_proj, x, n, k)?;
         pass.boundary(k);
-        rms_norm(k, d, &self.k_norm, self.eps, true, kn);
+        rms_norm(k, d, &self.k_norm, self.eps, false, kn);
         rope.apply(kn, n, hkv, d, cos, sin);
         pass.boundary(kn);
         pass.linear(LinearKind::AttentionV, &self.v_proj, x, n, v)?;

@@ -15,6 +15,10 @@ use clef_kernels::{
 use super::scratch::{pieces, sized, Shared};
 use super::state::DeltaNetState;
 
+/// The name (under a layer's `linear_attn`) of `−exp(A_log)` where a file stores that instead
+/// of `A_log` (GGUF's `ssm_a`).
+pub const NEG_A: &str = "ssm_a";
+
 /// The DeltaNet's own small buffers (its large ones are the layer's [`Shared`] buffers).
 #[derive(Default)]
 pub struct DeltaNetScratch {
@@ -50,6 +54,7 @@ impl DeltaNet {
             v_heads: t.linear_num_value_heads,
             dk: t.linear_key_head_dim,
             dv: t.linear_value_head_dim,
+            order: set.conventions.value_heads,
         };
         let key_dim = dims.k_heads * dims.dk;
         let value_dim = dims.v_heads * dims.dv;
@@ -64,9 +69,16 @@ impl DeltaNet {
                 conv[j * conv_dim + c] = stored[c * k + j];
             }
         }
-        let a_log = set
-            .take(&format!("{prefix}.A_log"), &[dims.v_heads])?
-            .to_f32()?;
+        // −exp(A_log) per value head: computed from `A_log` as the reference does in f32, or
+        // as a GGUF file stores it (`ssm_a`, computed so by llama.cpp's converter in f32).
+        let a_log_name = format!("{prefix}.A_log");
+        let neg_a = if set.contains(&a_log_name) || !set.contains(&format!("{prefix}.{NEG_A}")) {
+            let a_log = set.take(&a_log_name, &[dims.v_heads])?.to_f32()?;
+            a_log.iter().map(|a| -a.exp()).collect()
+        } else {
+            set.take(&format!("{prefix}.{NEG_A}"), &[dims.v_heads])?
+                .to_f32()?
+        };
         Ok(DeltaNet {
             in_proj_qkv: Linear::take(
                 set,
@@ -104,7 +116,7 @@ impl DeltaNet {
                 false,
             )?,
             conv,
-            neg_a: a_log.iter().map(|a| -a.exp()).collect(),
+            neg_a,
             dt_bias: set
                 .take(&format!("{prefix}.dt_bias"), &[dims.v_heads])?
                 .to_f32()?,

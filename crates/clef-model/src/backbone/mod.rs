@@ -162,12 +162,9 @@ impl Backbone {
                 }
             };
             layers.push(Layer {
-                input_norm: set
-                    .take(&format!("{p}.input_layernorm.weight"), &[h])?
-                    .to_f32()?,
+                input_norm: set.take_norm_multipliers(&format!("{p}.input_layernorm.weight"), h)?,
                 post_norm: set
-                    .take(&format!("{p}.post_attention_layernorm.weight"), &[h])?
-                    .to_f32()?,
+                    .take_norm_multipliers(&format!("{p}.post_attention_layernorm.weight"), h)?,
                 mixer,
                 mlp: Mlp::take(set, &format!("{p}.mlp"), h, t.intermediate_size)?,
             });
@@ -175,7 +172,7 @@ impl Backbone {
         Ok(Backbone {
             embed,
             layers,
-            final_norm: set.take(&format!("{PREFIX}.norm.weight"), &[h])?.to_f32()?,
+            final_norm: set.take_norm_multipliers(&format!("{PREFIX}.norm.weight"), h)?,
             rope: Rope::new(cfg),
             hidden: h,
             vocab: t.vocab_size,
@@ -293,7 +290,7 @@ impl Backbone {
         // the residual stream enters a program (a no-op in the reference numerics)
         pass.boundary(x);
         let xn = sized(normed, n * h);
-        rms_norm(x, h, &layer.input_norm, self.eps, true, xn);
+        rms_norm(x, h, &layer.input_norm, self.eps, false, xn);
         pass.boundary(xn);
         let out = sized(block_out, n * h);
         match (&layer.mixer, state) {
@@ -319,7 +316,7 @@ impl Backbone {
         pass.boundary(out);
         add_in_place(&mut x[..n * h], out);
         pass.boundary(x);
-        rms_norm(x, h, &layer.post_norm, self.eps, true, xn);
+        rms_norm(x, h, &layer.post_norm, self.eps, false, xn);
         pass.boundary(xn);
         layer.mlp.forward(xn, n, out, shared, pass)?;
         pass.boundary(out);
@@ -391,7 +388,7 @@ impl Backbone {
     pub fn final_norm_in_place(&self, x: &mut [f32], n: usize, s: &mut Scratch) {
         let h = self.hidden;
         let tmp = sized(&mut s.normed, n * h);
-        rms_norm(x, h, &self.final_norm, self.eps, true, tmp);
+        rms_norm(x, h, &self.final_norm, self.eps, false, tmp);
         x[..n * h].copy_from_slice(tmp);
     }
 

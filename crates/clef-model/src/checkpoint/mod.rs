@@ -5,11 +5,13 @@
 //! an unexpected tensor and an error, so a checkpoint of another architecture or a damaged
 //! conversion is refused instead of silently half-used.
 
+pub mod gguf;
 pub mod safetensors_file;
 pub mod writer;
 
 use crate::error::{ModelError, Result};
 use crate::tensor::Tensor;
+use clef_kernels::HeadOrder;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
@@ -21,6 +23,20 @@ pub struct TensorSet {
     residency: Residency,
     /// Set while a linear's tensors are being taken (`linear_scope`).
     in_linear: bool,
+    /// How the stored values differ from the release's (a GGUF file's).
+    pub conventions: Conventions,
+}
+
+/// How a file stores values that the release stores otherwise: what a loader must undo or
+/// follow so that the model computes what the release defines (model.md §3.7, llama.cpp's
+/// conversion). A release folder and every clef.rs bundle use the defaults.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Conventions {
+    /// The zero-centred RMSNorm weights (`input_layernorm`, `post_attention_layernorm`, the
+    /// final norm, q/k norms) are stored as the multipliers `1 + w`, added in f32.
+    pub norms_include_one: bool,
+    /// The order of the DeltaNet value heads.
+    pub value_heads: HeadOrder,
 }
 
 /// Where a model's linear weights live after loading.
@@ -48,6 +64,7 @@ impl TensorSet {
             metadata: HashMap::new(),
             residency: Residency::Mapped,
             in_linear: false,
+            conventions: Conventions::default(),
         }
     }
 
@@ -116,6 +133,17 @@ impl TensorSet {
             t.into_resident()
         } else {
             t
+        })
+    }
+
+    /// The multipliers `1 + w` of a zero-centred RMSNorm `name` of `dim` values, in f32: what
+    /// the release's `Qwen3_5RMSNorm` multiplies by, whichever way the file stores it.
+    pub fn take_norm_multipliers(&mut self, name: &str, dim: usize) -> Result<Vec<f32>> {
+        let stored = self.take(name, &[dim])?.to_f32()?;
+        Ok(if self.conventions.norms_include_one {
+            stored
+        } else {
+            stored.iter().map(|w| 1.0 + w).collect()
         })
     }
 

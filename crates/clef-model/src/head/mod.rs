@@ -90,6 +90,11 @@ pub struct JointHead {
     gate: f32,
 }
 
+/// The name of `[exp(min(prior_logit_scale, ln 100)), exp(min(joint_logit_scale, ln 100)),
+/// σ(residual_gate)]` where a file stores these instead of the three scalars (GGUF's
+/// `decision.scales`, model.md §5.6).
+pub const TRANSFORMED_SCALES: &str = "transformed_scales";
+
 fn scalar(set: &mut TensorSet, name: &str) -> Result<f32> {
     let t: Tensor = set.take(name, &[])?;
     t.to_f32()?
@@ -139,6 +144,18 @@ impl JointHead {
             });
         }
         let ln100 = 100f32.ln();
+        // The learned scalars, or (a GGUF file) the values they stand for, stored already
+        // transformed in the order of the fields below.
+        let (prior_scale, joint_scale, gate) = if set.contains(TRANSFORMED_SCALES) {
+            let v = set.take(TRANSFORMED_SCALES, &[3])?.to_f32()?;
+            (v[0], v[1], v[2])
+        } else {
+            (
+                scalar(set, "prior_logit_scale")?.min(ln100).exp(),
+                scalar(set, "joint_logit_scale")?.min(ln100).exp(),
+                sigmoid(scalar(set, "residual_gate")?),
+            )
+        };
         Ok(JointHead {
             hidden_norm: Norm::take(set, "hidden_norm", h)?,
             memory_projection: proj(set, "memory")?,
@@ -155,9 +172,9 @@ impl JointHead {
             option_norm: Norm::take(set, "option_norm", w)?,
             scorer_hidden: Linear::take(set, "residual_scorer.0", w, 4 * w, true)?,
             scorer_out: Linear::take(set, "residual_scorer.3", 1, w, true)?,
-            prior_scale: scalar(set, "prior_logit_scale")?.min(ln100).exp(),
-            joint_scale: scalar(set, "joint_logit_scale")?.min(ln100).exp(),
-            gate: sigmoid(scalar(set, "residual_gate")?),
+            prior_scale,
+            joint_scale,
+            gate,
             cfg: cfg.clone(),
         })
     }

@@ -33,6 +33,7 @@ macro_rules! from_the_view {
 
 mod affine4;
 mod dense;
+mod ggml;
 mod lowrank;
 mod lut6;
 mod q8;
@@ -41,6 +42,7 @@ mod ternary;
 
 pub use affine4::Affine4;
 pub use dense::Dense;
+pub use ggml::GgmlBlocks;
 pub use lowrank::{LowRank, WithLowRank};
 pub use lut6::Lut6;
 pub use q8::Q8;
@@ -166,6 +168,9 @@ fn take_in_scope(
     rows: usize,
     cols: usize,
 ) -> Result<Box<dyn Weight>> {
+    if let Some(blocks) = take_ggml(set, prefix, rows, cols)? {
+        return Ok(blocks);
+    }
     let layout = WeightLayout::of(prefix, |name| set.contains(name));
     Ok(match layout {
         WeightLayout::Dense => Box::new(Dense::take(set, prefix, rows, cols)?),
@@ -192,14 +197,32 @@ fn take_in_scope(
     })
 }
 
+/// A GGUF file's weight in a ggml block type (its dense name, a block dtype), if `prefix` is one.
+fn take_ggml(
+    set: &mut TensorSet,
+    prefix: &str,
+    rows: usize,
+    cols: usize,
+) -> Result<Option<Box<dyn Weight>>> {
+    let name = clef_formats::dense_name(prefix);
+    if !matches!(set.get(&name).map(|t| t.dtype), Some(Dtype::Ggml(_))) {
+        return Ok(None);
+    }
+    let t = set.take(&name, &[rows, cols])?;
+    Ok(Some(Box::new(GgmlBlocks::new(t, rows, cols)?)))
+}
+
 /// The weight of a table read row by row (`embed_tokens`, `lm_head`): 4-bit affine codes when
-/// the bundle stores it so, else dense.
+/// the bundle stores it so, ggml blocks when a GGUF file does, else dense.
 pub fn take_rows(
     set: &mut TensorSet,
     prefix: &str,
     rows: usize,
     cols: usize,
 ) -> Result<Box<dyn Weight>> {
+    if let Some(blocks) = take_ggml(set, prefix, rows, cols)? {
+        return Ok(blocks);
+    }
     Ok(match WeightLayout::of(prefix, |name| set.contains(name)) {
         WeightLayout::Affine4 => Box::new(Affine4::take(set, prefix, rows, cols)?),
         _ => Box::new(Dense::take(set, prefix, rows, cols)?),

@@ -45,6 +45,34 @@ pub(super) fn model_identity(dir: &Path) -> std::io::Result<[u8; 32]> {
     Ok(h.finalize().into())
 }
 
+/// The identity of a GGUF file's weights: the file's name, size and modification time (its
+/// tensors are gigabytes, read nowhere else at load) and the contents of the tokenizer and
+/// processor settings read from `folder` beside it.
+pub(super) fn gguf_identity(path: &Path, folder: &Path) -> std::io::Result<[u8; 32]> {
+    let mut h = Sha256::new();
+    let meta = std::fs::metadata(path)?;
+    let mtime = meta
+        .modified()?
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    let name = name.unwrap_or_default();
+    h.update(b"gguf");
+    h.update((name.len() as u64).to_le_bytes());
+    h.update(name.as_bytes());
+    h.update(meta.len().to_le_bytes());
+    h.update(mtime.to_le_bytes());
+    for file in ["tokenizer.json", "processor_config.json"] {
+        if let Ok(bytes) = std::fs::read(folder.join(file)) {
+            h.update((file.len() as u64).to_le_bytes());
+            h.update(file.as_bytes());
+            h.update((bytes.len() as u64).to_le_bytes());
+            h.update(&bytes);
+        }
+    }
+    Ok(h.finalize().into())
+}
+
 fn walk(root: &Path, dir: &Path, depth: usize, out: &mut Vec<String>) -> std::io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;

@@ -3,7 +3,7 @@
 //! every file's), or the config's SHA-256 for a plain release; and the stored format.
 
 use clef_model::bundle::{sha256_file, Manifest, MANIFEST};
-use clef_model::ModelError;
+use clef_model::{GgufSource, ModelError};
 use std::fmt;
 use std::path::Path;
 
@@ -16,13 +16,17 @@ pub struct Revision {
     pub bundle_sha256: Option<String>,
     /// SHA-256 of config.json, for a plain release folder without a manifest.
     pub config_sha256: Option<String>,
+    /// A GGUF file's name and size in bytes (hashing gigabytes at start-up would delay it).
+    pub gguf: Option<(String, u64)>,
 }
 
 /// `source=REV; bundle-sha256=HEX` for a bundle, `config-sha256=HEX` for a release folder,
 /// `unknown` when neither can be read (the `x-clef-model-revision` value).
 impl fmt::Display for Revision {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(bundle) = &self.bundle_sha256 {
+        if let Some((name, bytes)) = &self.gguf {
+            write!(f, "gguf={name}; bytes={bytes}")
+        } else if let Some(bundle) = &self.bundle_sha256 {
             let source = self.source.as_deref().unwrap_or("unknown");
             write!(f, "source={source}; bundle-sha256={bundle}")
         } else if let Some(config) = &self.config_sha256 {
@@ -42,6 +46,7 @@ pub(super) fn read(dir: &Path) -> Result<(Revision, String), ModelError> {
             source: m.source.as_ref().and_then(|s| s.revision.clone()),
             bundle_sha256: sha256_file(&dir.join(MANIFEST)).ok(),
             config_sha256: None,
+            gguf: None,
         },
         None => Revision {
             config_sha256: sha256_file(&dir.join("config.json")).ok(),
@@ -53,6 +58,27 @@ pub(super) fn read(dir: &Path) -> Result<(Revision, String), ModelError> {
         None => release_dtype(dir),
     };
     Ok((revision, format))
+}
+
+/// A GGUF file's revision: its name and size.
+pub(super) fn of_gguf(g: &GgufSource) -> Revision {
+    let name = g.path.file_name().map(|n| n.to_string_lossy().into_owned());
+    Revision {
+        gguf: Some((
+            name.unwrap_or_default(),
+            std::fs::metadata(&g.path).map_or(0, |m| m.len()),
+        )),
+        ..Default::default()
+    }
+}
+
+/// A GGUF file's stored format: `gguf` and its tensor types with their counts, the most
+/// frequent first (`gguf Q4_K×120 Q6_K×25 F32×97`).
+pub(super) fn gguf_format(g: &GgufSource) -> String {
+    let mut types: Vec<(&str, usize)> = g.tensor_types.iter().map(|(t, n)| (*t, *n)).collect();
+    types.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let listed: Vec<String> = types.iter().map(|(t, n)| format!("{t}×{n}")).collect();
+    format!("gguf {}", listed.join(" "))
 }
 
 /// The stored dtype of a release folder as config.json states it.
@@ -90,6 +116,7 @@ mod tests {
             source: Some("abc123".into()),
             bundle_sha256: Some("ff".into()),
             config_sha256: None,
+            gguf: None,
         };
         assert_eq!(bundle.to_string(), "source=abc123; bundle-sha256=ff");
         let anonymous = Revision {
