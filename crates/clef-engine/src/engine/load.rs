@@ -34,7 +34,9 @@ pub fn load_model(dir: &Path) -> Result<Model, ModelError> {
 /// `--low-memory`: docs/architecture.md, "Where weights live"). A LUT-6 bundle's weights stay
 /// in its own storage either way.
 pub fn load_model_resident(dir: &Path, residency: Residency) -> Result<Model, ModelError> {
-    if gguf::is_gguf(dir) {
+    // A file is read as GGUF (the one file format clef.rs loads), whose reader names what is
+    // wrong with a file that is not one.
+    if dir.is_file() {
         return Model::load_gguf(dir, residency);
     }
     match clef_model::bundle::bundle_format(dir) {

@@ -73,9 +73,13 @@ impl Engine {
             return Ok(MediaStage::default());
         }
         if !self.supports_vision() {
-            return Err(EngineError::Refused(ApiError::invalid(
-                "this model has no vision tower; images and videos are not supported".to_string(),
-            )));
+            let why = if self.model.gguf().is_some() {
+                "this model is a GGUF file, which holds no vision tower: start clef.rs with \
+                 --vision DIR (the release folder's vision weights) to answer images and videos"
+            } else {
+                "this model has no vision tower; images and videos are not supported"
+            };
+            return Err(EngineError::Refused(ApiError::invalid(why.to_string())));
         }
         let mut stage = MediaStage {
             digest: if self.caching() {

@@ -1,0 +1,356 @@
+//! GGUF files as users have them (written by llama.cpp's own converter: tests/fixtures/gguf):
+//! answered as the release answers, every ggml block type read as the values the file defines,
+//! media refused with the flag that adds them, and damaged or foreign files refused by name.
+
+use clef_api::Limits;
+use clef_encode::Truncation;
+use clef_engine::{DecideOptions, Engine, EngineConfig};
+use clef_gguf::write::Writer;
+use clef_gguf::{GgmlType, Value};
+use serde_json::Value as JsonValue;
+use std::path::{Path, PathBuf};
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
+}
+
+fn engine(model: &Path) -> Engine {
+    let cfg = EngineConfig {
+        limits: Limits::reference(),
+        ..Default::default()
+    };
+    Engine::load(model, cfg).unwrap_or_else(|e| panic!("{}: {e}", model.display()))
+}
+
+/// One golden request: its name, the request as written, the reference's probabilities,
+/// whether it has media, and its `max_length`.
+struct Golden {
+    name: String,
+    request: String,
+    probabilities: Vec<Vec<f64>>,
+    media: bool,
+    max_length: Option<usize>,
+}
+
+/// The golden requests of `model`.
+fn goldens(model: &str) -> Vec<Golden> {
+    let dir = fixtures().join("golden").join(model);
+    let mut paths: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json") && !p.ends_with("manifest.json"))
+        .collect();
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(&p).unwrap();
+            let g: JsonValue = serde_json::from_str(&text).unwrap();
+            // the request as written: its keys' order is the questions' and options' order
+            let raw = clef_api::parse_json(text.as_bytes()).unwrap();
+            let clef_api::Json::Object(obj) = &raw else {
+                panic!("{}", p.display())
+            };
+            let request = obj.get("request").unwrap().to_json_string();
+            let req = &g["request"];
+            let media = ["images", "videos"].iter().any(|k| {
+                req.get(*k)
+                    .and_then(|v| v.as_array())
+                    .is_some_and(|a| !a.is_empty())
+            });
+            let probs = g["probabilities"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|q| {
+                    q.as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|v| v.as_f64().unwrap())
+                        .collect()
+                })
+                .collect();
+            Golden {
+                name: g["name"].as_str().unwrap().to_string(),
+                request,
+                probabilities: probs,
+                media,
+                max_length: g["max_length"].as_u64().map(|v| v as usize),
+            }
+        })
+        .collect()
+}
+
+/// The decision on golden request `g`, or the error's text.
+fn decide(e: &Engine, g: &Golden) -> Result<clef_engine::Decision, String> {
+    let req = e.parse(g.request.as_bytes()).map_err(|e| e.to_string())?;
+    let opts = DecideOptions {
+        truncation: Truncation::State,
+        max_length: g.max_length,
+        ..Default::default()
+    };
+    e.decide(&req, &opts).map_err(|e| e.to_string())
+}
+
+fn logits(e: &Engine, g: &Golden) -> Result<Vec<Vec<f32>>, String> {
+    decide(e, g).map(|d| d.logits)
+}
+
+/// The largest |Δp| against the reference's probabilities.
+fn against_reference(d: &clef_engine::Decision, g: &Golden) -> f64 {
+    d.probabilities_f64()
+        .iter()
+        .zip(&g.probabilities)
+        .flat_map(|(x, y)| x.iter().zip(y).map(|(p, q)| (p - q).abs()))
+        .fold(0.0, f64::max)
+}
+
+fn worst(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .flat_map(|(x, y)| {
+            assert_eq!(x.len(), y.len());
+            x.iter().zip(y).map(|(p, q)| (p - q).abs())
+        })
+        .fold(0.0, f32::max)
+}
+
+/// nano's BF16 GGUF holds the release's weights unchanged (norms with their +1 added in f32,
+/// `ssm_a = −exp(A_log)` as llama.cpp computes it, value heads tiled): its answers are the
+/// release's to the last bits the two exponentials can differ in.
+#[test]
+fn an_unquantized_gguf_answers_as_the_release() {
+    let release = engine(&fixtures().join("models/nano"));
+    let gguf = engine(&fixtures().join("gguf/nano-bf16.gguf"));
+    let mut max = 0.0f32;
+    for g in goldens("nano") {
+        let ours = decide(&gguf, &g).unwrap();
+        let d = worst(&logits(&release, &g).unwrap(), &ours.logits);
+        assert!(d <= 1e-5, "{}: |Δ logit| {d}", g.name);
+        max = max.max(d);
+        let dp = against_reference(&ours, &g);
+        assert!(dp <= 1e-4, "{}: |Δp| {dp} against the reference", g.name);
+    }
+    eprintln!("nano-bf16.gguf vs the release: max |Δ logit| {max:.2e}");
+}
+
+/// tiny-a's F16 GGUF answers the text goldens within the goldens' bound; its media requests
+/// are refused with the flag that supplies a vision tower.
+#[test]
+fn a_gguf_answers_text_and_names_the_flag_for_media() {
+    let gguf = engine(&fixtures().join("gguf/tiny-a-f16.gguf"));
+    let mut media = 0;
+    for g in goldens("tiny-a") {
+        if g.media {
+            let e = decide(&gguf, &g).err().expect("media refused");
+            assert!(e.contains("--vision DIR"), "{}: {e}", g.name);
+            media += 1;
+            continue;
+        }
+        let dp = against_reference(&decide(&gguf, &g).unwrap(), &g);
+        assert!(dp <= 1e-4, "{}: |Δp| {dp}", g.name);
+    }
+    assert!(media > 0, "tiny-a's goldens include media requests");
+}
+
+/// `file` rewritten with every block-typed tensor widened to F32 by the gguf reader's
+/// dequantizer (the values the file defines), into `dir` beside a copy of the tokenizer.
+fn widened(file: &Path, dir: &Path) -> PathBuf {
+    let bytes = std::fs::read(file).unwrap();
+    let g = clef_gguf::read(&bytes).unwrap();
+    let mut w = Writer::new();
+    for (k, v) in g.metadata.iter() {
+        if k != "general.alignment" {
+            w.meta(k, v.clone());
+        }
+    }
+    let mut widened = 0;
+    for t in &g.tensors {
+        let data = &bytes[t.range()];
+        if matches!(t.ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16) {
+            w.tensor(&t.name, &t.shape(), t.ty, data.to_vec());
+        } else {
+            let mut f = vec![0.0f32; t.numel()];
+            clef_formats::ggml::dequantize_row(t.ty, data, &mut f).unwrap();
+            let out = f.iter().flat_map(|v| v.to_le_bytes()).collect();
+            w.tensor(&t.name, &t.shape(), GgmlType::F32, out);
+            widened += 1;
+        }
+    }
+    assert!(widened > 0, "{} holds block-typed tensors", file.display());
+    let out = dir.join("widened.gguf");
+    std::fs::write(&out, w.bytes()).unwrap();
+    std::fs::copy(
+        fixtures().join("gguf/tokenizer.json"),
+        dir.join("tokenizer.json"),
+    )
+    .unwrap();
+    out
+}
+
+/// Every block type the fixtures hold answers as the same file with its blocks widened to
+/// F32: the panel decoder reads the values ggml defines, and the product is the exact one.
+#[test]
+fn block_typed_files_answer_as_their_widened_values() {
+    for (file, model) in [
+        ("nano-q8_0.gguf", "nano"),
+        ("nano-q4_0.gguf", "nano"),
+        ("tiny-a-q8_0.gguf", "tiny-a"),
+        ("tiny-a-q4_1.gguf", "tiny-a"),
+        ("tiny-a-q5_0.gguf", "tiny-a"),
+        ("tiny-a-q5_1.gguf", "tiny-a"),
+    ] {
+        let path = fixtures().join("gguf").join(file);
+        let dir = tempfile::tempdir().unwrap();
+        let (blocks, plain) = (engine(&path), engine(&widened(&path, dir.path())));
+        let mut max = 0.0f32;
+        for g in goldens(model).into_iter().filter(|g| !g.media).take(6) {
+            let d = worst(&logits(&blocks, &g).unwrap(), &logits(&plain, &g).unwrap());
+            assert!(d <= 1e-5, "{file} {}: |Δ logit| {d}", g.name);
+            max = max.max(d);
+        }
+        eprintln!("{file}: max |Δ logit| against its widened values {max:.2e}");
+    }
+}
+
+/// A tokenizer.json of another vocabulary beside the file is refused at load, naming the
+/// first token that differs.
+#[test]
+fn a_tokenizer_of_another_vocabulary_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("nano.gguf");
+    std::fs::copy(fixtures().join("gguf/nano-q4_0.gguf"), &file).unwrap();
+    let mut tok: JsonValue = serde_json::from_str(
+        &std::fs::read_to_string(fixtures().join("gguf/tokenizer.json")).unwrap(),
+    )
+    .unwrap();
+    // swap two tokens' ids
+    let vocab = tok["model"]["vocab"].as_object_mut().unwrap();
+    let (a, b) = ("a", "b");
+    let (ia, ib) = (vocab[a].clone(), vocab[b].clone());
+    vocab.insert(a.into(), ib);
+    vocab.insert(b.into(), ia);
+    std::fs::write(dir.path().join("tokenizer.json"), tok.to_string()).unwrap();
+    let e = Engine::load(&file, EngineConfig::default())
+        .err()
+        .expect("refused");
+    let e = e.to_string();
+    assert!(e.contains("tokenizer does not belong to this model"), "{e}");
+    // and without any tokenizer beside it the load names what is missing
+    std::fs::remove_file(dir.path().join("tokenizer.json")).unwrap();
+    let e = Engine::load(&file, EngineConfig::default())
+        .err()
+        .expect("refused");
+    assert!(e.to_string().contains("tokenizer"), "{e}");
+}
+
+/// Damaged and foreign files: each refused with an error naming what is wrong.
+#[test]
+fn bad_gguf_files_are_refused_by_name() {
+    let good = std::fs::read(fixtures().join("gguf/tiny-a-q8_0.gguf")).unwrap();
+    let g = clef_gguf::read(&good).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        fixtures().join("gguf/tokenizer.json"),
+        dir.path().join("tokenizer.json"),
+    )
+    .unwrap();
+    let load = |bytes: &[u8]| {
+        let p = dir.path().join("m.gguf");
+        std::fs::write(&p, bytes).unwrap();
+        Engine::load(&p, EngineConfig::default())
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    };
+    let rewrite = |f: &dyn Fn(&str, &[usize], GgmlType, &[u8], &mut Writer) -> bool,
+                   meta: &dyn Fn(&str, &Value) -> Option<Value>| {
+        let mut w = Writer::new();
+        for (k, v) in g.metadata.iter() {
+            if let Some(v) = meta(k, v) {
+                w.meta(k, v);
+            }
+        }
+        for t in &g.tensors {
+            if !f(&t.name, &t.shape(), t.ty, &good[t.range()], &mut w) {
+                w.tensor(&t.name, &t.shape(), t.ty, good[t.range()].to_vec());
+            }
+        }
+        w.bytes()
+    };
+    let keep = |_: &str, v: &Value| Some(v.clone());
+
+    let last = g.tensors.iter().max_by_key(|t| t.offset).unwrap();
+    let e = load(&good[..last.offset + last.bytes / 2]);
+    assert!(e.contains("truncated") && e.contains(&last.name), "{e}");
+    let mut bad = good.clone();
+    bad[..4].copy_from_slice(b"GGUG");
+    assert!(load(&bad).contains("not a GGUF file"));
+
+    let e = load(&rewrite(&|_, _, _, _, _| false, &|k, v| {
+        Some(if k == "general.architecture" {
+            Value::String("llama".into())
+        } else {
+            v.clone()
+        })
+    }));
+    assert!(e.contains("architecture `llama`"), "{e}");
+
+    let e = load(&rewrite(
+        &|n, _, _, _, _| n == "blk.1.ffn_down.weight",
+        &keep,
+    ));
+    assert!(
+        e.contains("model.language_model.layers.1.mlp.down_proj.weight"),
+        "{e}"
+    );
+
+    let e = load(&rewrite(
+        &|n, s, ty, d, w| {
+            if n == "blk.0.ssm_norm.weight" {
+                w.tensor(n, &[s[0] * 2], ty, [d, d].concat());
+                true
+            } else {
+                false
+            }
+        },
+        &keep,
+    ));
+    assert!(e.contains("linear_attn.norm.weight"), "{e}");
+
+    let e = load(&rewrite(
+        &|n, s, _, d, w| {
+            if n == "blk.0.ffn_up.weight" {
+                // same bytes per row as Q8_0 (34 per 32 values) under a type clef.rs does not read
+                w.tensor(
+                    n,
+                    &[s[0], s[1] * 256 / 32 * 34 / 292],
+                    GgmlType::Q8_K,
+                    d.to_vec(),
+                );
+                true
+            } else {
+                false
+            }
+        },
+        &keep,
+    ));
+    assert!(
+        e.contains("blk.0.ffn_up.weight") && e.contains("Q8_K"),
+        "{e}"
+    );
+
+    let e = load(&rewrite(
+        &|n, s, ty, d, w| {
+            if n == "blk.0.ffn_up.weight" {
+                w.tensor("blk.0.ffn_upp.weight", s, ty, d.to_vec());
+                true
+            } else {
+                false
+            }
+        },
+        &keep,
+    ));
+    assert!(e.contains("blk.0.ffn_upp.weight"), "{e}");
+}
