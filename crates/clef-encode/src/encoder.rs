@@ -8,6 +8,7 @@ use tokenizers::{ModelWrapper, Tokenizer};
 
 use crate::encoded::{Encoded, EncodedOption, EncodedQuestion};
 use crate::error::EncodeError;
+use crate::gguf_vocab::GgufVocab;
 use crate::media::{MediaKind, MediaLayout, MediaSlot};
 use crate::prompt;
 use crate::render::{render, render_json};
@@ -74,7 +75,7 @@ struct Bounds {
 
 /// The pre-tokenizer of the Qwen3.5 tokenizer.json, for which the cut rule of
 /// [`is_safe_cut`] is proven.
-const QWEN_SPLIT: &str = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+pub(crate) const QWEN_SPLIT: &str = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 /// Target bytes of one chunk when a long state is tokenized in chunks.
 pub const CHUNK_BYTES: usize = 16 * 1024;
@@ -105,6 +106,12 @@ impl Encoder {
             message: e.to_string(),
         })?;
         Self::from_tokenizer(tokenizer)
+    }
+
+    /// Builds the tokenizer from a GGUF file's `tokenizer.ggml.*` metadata
+    /// ([`GgufVocab::tokenizer`]): the same ids as the release's `tokenizer.json`.
+    pub fn from_gguf_vocab(vocab: &GgufVocab) -> Result<Encoder, EncodeError> {
+        Self::from_tokenizer(vocab.tokenizer()?)
     }
 
     /// Wraps an already loaded tokenizer. Any truncation or padding configured in the file is

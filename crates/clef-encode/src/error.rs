@@ -8,6 +8,10 @@ use clef_api::ApiError;
 pub enum EncodeError {
     #[error("cannot load tokenizer {path}: {message}")]
     LoadTokenizer { path: PathBuf, message: String },
+    /// A GGUF file's `tokenizer.ggml.*` metadata that does not describe a Qwen3.5 / Clef
+    /// tokenizer, or that the reference pipeline cannot represent.
+    #[error("GGUF tokenizer metadata: {0}")]
+    GgufVocab(String),
     #[error("tokenizer has no {token} token; it is not a Qwen3.5 / Clef vocabulary")]
     MissingSpecialToken { token: &'static str },
     /// The reference's `ValueError` wording.
@@ -59,6 +63,7 @@ impl From<EncodeError> for ApiError {
             // the request's fault, not the server's.
             EncodeError::EmptySpan { .. } => ApiError::invalid(e.to_string()),
             EncodeError::LoadTokenizer { .. }
+            | EncodeError::GgufVocab(_)
             | EncodeError::MissingSpecialToken { .. }
             | EncodeError::Tokenize(_)
             | EncodeError::MediaLayout(_) => ApiError::internal(e.to_string()),

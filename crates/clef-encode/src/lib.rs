@@ -5,6 +5,7 @@
 mod encoded;
 mod encoder;
 mod error;
+mod gguf_vocab;
 mod media;
 pub mod prompt;
 mod render;
@@ -14,6 +15,7 @@ pub mod workload;
 pub use encoded::{Encoded, EncodedOption, EncodedQuestion};
 pub use encoder::{EncodeOptions, Encoder, Truncation, CHUNK_BYTES, DEFAULT_MAX_LENGTH};
 pub use error::EncodeError;
+pub use gguf_vocab::GgufVocab;
 pub use media::{
     ImageLayout, MediaKind, MediaLayout, MediaSlot, VideoGroup, VideoLayout, FRAMES_PER_GROUP,
     MERGE,

@@ -264,6 +264,13 @@ impl ModelConfig {
         self.check_rope()?;
         if let Some(v) = &self.vision_config {
             Self::check_vision(v)?;
+            // The merged patch rows take the place of media tokens' embeddings.
+            if v.out_hidden_size != t.hidden_size {
+                return Err(format!(
+                    "vision_config: out_hidden_size {} differs from text_config's hidden_size {}",
+                    v.out_hidden_size, t.hidden_size
+                ));
+            }
         }
         Ok(())
     }
@@ -328,6 +335,7 @@ impl ModelConfig {
         if v.num_heads == 0 || !v.hidden_size.is_multiple_of(v.num_heads) {
             return Err("vision_config: hidden_size must be a multiple of num_heads".into());
         }
+
         // The 2-D rotary splits each head in halves for rows and columns, each in NeoX pairs.
         if !(v.hidden_size / v.num_heads).is_multiple_of(4) {
             return Err(format!(

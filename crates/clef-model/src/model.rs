@@ -210,9 +210,35 @@ impl Model {
     /// Load a GGUF file of llama.cpp's `clef` architecture (`checkpoint::gguf`): its tensors
     /// read where the file's map holds them (the linears copied into memory when `residency`
     /// says), under the release's names; the folder around it is where a tokenizer is looked
-    /// for.
-    pub fn load_gguf(path: &Path, residency: Residency) -> Result<Model> {
-        let ck = checkpoint::gguf::open(path)?;
+    /// for. A GGUF holds no vision tower: `vision`, a release folder, lends its own
+    /// (`vision_config`, the media token ids and the `model.visual.*` tensors).
+    pub fn load_gguf(path: &Path, residency: Residency, vision: Option<&Path>) -> Result<Model> {
+        let mut ck = checkpoint::gguf::open(path)?;
+        if let Some(vdir) = vision {
+            let vpath = vdir.join("config.json");
+            let release = ModelConfig::from_file(&vpath)?;
+            let Some(vc) = release.vision_config.clone() else {
+                return Err(ModelError::config(
+                    &vpath,
+                    "no vision_config: --vision needs a release folder with a vision tower",
+                ));
+            };
+            let c = &mut ck.config;
+            c.vision_config = Some(vc);
+            c.image_token_id = release.image_token_id;
+            c.video_token_id = release.video_token_id;
+            c.vision_start_token_id = release.vision_start_token_id;
+            c.vision_end_token_id = release.vision_end_token_id;
+            c.check().map_err(|m| {
+                ModelError::config(
+                    &vpath,
+                    format!("its vision tower does not fit {}: {m}", path.display()),
+                )
+            })?;
+            let mut tower = checkpoint::open_backbone(vdir)?;
+            tower.keep_prefix(&format!("{}.", crate::vision::PREFIX));
+            ck.backbone.absorb(tower)?;
+        }
         let dir = path.parent().unwrap_or(Path::new("."));
         let mut model = Self::assemble_sets(
             dir,

@@ -14,8 +14,11 @@ use std::process::ExitCode;
 
 #[derive(Args)]
 pub struct InspectArgs {
-    /// A bundle or release folder.
+    /// A bundle or release folder, or a GGUF file.
     pub bundle: PathBuf,
+    /// List every tensor of a GGUF file (name, type, shape) after the summary.
+    #[arg(long)]
+    pub tensors: bool,
     /// Print the ANE program partition (from the bundle's programs.json, or derived from the
     /// config of any Clef folder).
     #[arg(long)]
@@ -36,6 +39,10 @@ fn gib(b: u64) -> String {
 
 pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
     let dir = &args.bundle;
+    if dir.is_file() {
+        gguf_summary(dir, args.tensors)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let manifest = Manifest::load(dir)?;
     let config = ModelConfig::from_file(&dir.join("config.json"))?;
     summary(dir, &manifest, &config)?;
@@ -91,6 +98,61 @@ fn summary(dir: &Path, manifest: &Option<Manifest>, cfg: &ModelConfig) -> anyhow
                     println!("  {:<40} {:>14} bytes", f.path, f.bytes);
                 }
             }
+        }
+    }
+    Ok(())
+}
+
+/// A GGUF file: what it is, the model it holds as clef.rs reads it, its tensor types (count and
+/// bytes of each) and, with `--tensors`, every tensor.
+fn gguf_summary(path: &Path, list: bool) -> anyhow::Result<()> {
+    let bytes = std::fs::File::open(path)?;
+    // SAFETY: read-only map of a file this command only reads.
+    let map = unsafe { memmap2::Mmap::map(&bytes)? };
+    let g = clef_gguf::read(&map).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let arch = g.metadata.string("general.architecture").unwrap_or("?");
+    println!(
+        "{}: GGUF v{}, architecture {arch}, {} tensors, {} metadata entries, {}",
+        path.display(),
+        g.version,
+        g.tensors.len(),
+        g.metadata.len(),
+        gib(map.len() as u64)
+    );
+    let mut types: std::collections::BTreeMap<&str, (usize, usize)> = Default::default();
+    for t in &g.tensors {
+        let e = types.entry(t.ty.name()).or_default();
+        e.0 += 1;
+        e.1 += t.bytes;
+    }
+    for (ty, (n, b)) in &types {
+        let read = clef_gguf::GgmlType::ALL
+            .iter()
+            .find(|t| t.name() == *ty)
+            .is_some_and(|t| t.is_supported());
+        let note = if read { "" } else { "  (not read by clef.rs)" };
+        println!("  {ty:<8} {n:>5} tensors {:>16} bytes{note}", b);
+    }
+    match clef_model::checkpoint::gguf::open(path) {
+        Ok(ck) => {
+            let t = &ck.config.text_config;
+            println!(
+                "text: {} layers, hidden {}, intermediate {}, vocabulary {}; head: width {}, {} \
+                 routing + {} joint layers; vision: none (--vision DIR adds a release's)",
+                t.num_hidden_layers,
+                t.hidden_size,
+                t.intermediate_size,
+                t.vocab_size,
+                ck.head_config.width,
+                ck.head_config.routing_layers,
+                ck.head_config.layers
+            );
+        }
+        Err(e) => println!("not loadable by clef.rs: {e}"),
+    }
+    if list {
+        for t in &g.tensors {
+            println!("  {:<48} {:<8} {:?}", t.name, t.ty.name(), t.shape());
         }
     }
     Ok(())

@@ -75,6 +75,11 @@ pub struct EngineArgs {
     /// The `ffprobe` that reads video files' streams (default: the one on PATH).
     #[arg(long, env = "CLEF_FFPROBE")]
     pub ffprobe: Option<PathBuf>,
+    /// With a GGUF `--model`: a release folder whose vision tower (config.json's vision_config
+    /// and media token ids, the model.visual.* tensors, processor_config.json) answers images
+    /// and videos; a GGUF file holds none.
+    #[arg(long, env = "CLEF_VISION")]
+    pub vision: Option<PathBuf>,
     /// States (media plus state tokens) shorter than this are not kept.
     #[arg(long, default_value_t = crate::state_cache::DEFAULT_MIN_TOKENS, env = "CLEF_STATE_CACHE_MIN_TOKENS")]
     pub state_cache_min_tokens: usize,
@@ -128,6 +133,7 @@ impl EngineArgs {
             },
             ffmpeg: self.ffmpeg.clone(),
             ffprobe: self.ffprobe.clone(),
+            vision: self.vision.clone(),
             run: RunOptions {
                 chunk_size: self.chunk,
                 order: if self.low_memory {

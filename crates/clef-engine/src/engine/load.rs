@@ -17,7 +17,7 @@ use clef_encode::Encoder;
 #[cfg(feature = "lut6")]
 use clef_formats::BundleFormat;
 use clef_media::ProcessorConfig;
-use clef_model::checkpoint::{gguf, Residency};
+use clef_model::checkpoint::Residency;
 use clef_model::{Model, ModelError, PrefillOrder};
 use std::path::Path;
 use std::sync::Arc;
@@ -29,6 +29,25 @@ pub fn load_model(dir: &Path) -> Result<Model, ModelError> {
     load_model_resident(dir, Residency::Mapped)
 }
 
+/// [`load_model_resident`] with a release folder lending its vision tower to a GGUF file
+/// (`--vision`); refused for any other model, which has its own or none.
+pub fn load_model_with_vision(
+    dir: &Path,
+    residency: Residency,
+    vision: Option<&Path>,
+) -> Result<Model, ModelError> {
+    match vision {
+        None => load_model_resident(dir, residency),
+        Some(v) if dir.is_file() => Model::load_gguf(dir, residency, Some(v)),
+        Some(v) => Err(ModelError::Input(format!(
+            "--vision {} lends a vision tower to a GGUF file; {} is a model folder, which \
+             brings its own (or none)",
+            v.display(),
+            dir.display()
+        ))),
+    }
+}
+
 /// [`load_model`] with the linears' weights where `residency` says: `Resident` copies them
 /// into the process's memory at load (the engine's choice unless a run streams its layers,
 /// `--low-memory`: docs/architecture.md, "Where weights live"). A LUT-6 bundle's weights stay
@@ -37,7 +56,7 @@ pub fn load_model_resident(dir: &Path, residency: Residency) -> Result<Model, Mo
     // A file is read as GGUF (the one file format clef.rs loads), whose reader names what is
     // wrong with a file that is not one.
     if dir.is_file() {
-        return Model::load_gguf(dir, residency);
+        return Model::load_gguf(dir, residency, None);
     }
     match clef_model::bundle::bundle_format(dir) {
         #[cfg(feature = "lut6")]
@@ -59,7 +78,11 @@ pub fn residency_for(order: PrefillOrder) -> Residency {
 
 impl Engine {
     pub fn load(dir: &Path, mut config: EngineConfig) -> Result<Engine, LoadError> {
-        let model = load_model_resident(dir, residency_for(config.run.order))?;
+        let model = load_model_with_vision(
+            dir,
+            residency_for(config.run.order),
+            config.vision.as_deref(),
+        )?;
         // Resolve the linears' arithmetic once, so that a mode the weights cannot run is a
         // load error and what is reported (`/v1/models`) is what runs.
         config.run.matmul = Some(model.matmul_mode(&config.run)?);
@@ -77,7 +100,16 @@ impl Engine {
         if let Some(g) = model.gguf() {
             vocabulary::check(&g.metadata, &encoder)?;
         }
-        let pc = folder.join("processor_config.json");
+        // processor settings beside the model, else (a GGUF file) the vision folder's
+        let pc = std::iter::once(folder.join("processor_config.json"))
+            .chain(
+                config
+                    .vision
+                    .iter()
+                    .map(|v| v.join("processor_config.json")),
+            )
+            .find(|p| p.is_file())
+            .unwrap_or_else(|| folder.join("processor_config.json"));
         let processor = if pc.is_file() {
             ProcessorConfig::from_file(&pc).map_err(|e| LoadError::Processor(e.to_string()))?
         } else {

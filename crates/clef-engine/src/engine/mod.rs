@@ -56,6 +56,8 @@ pub struct EngineConfig {
     /// given path that does not run is a load error; none on `PATH` refuses video files (422).
     pub ffmpeg: Option<PathBuf>,
     pub ffprobe: Option<PathBuf>,
+    /// A release folder lending its vision tower to a GGUF model (`--vision`).
+    pub vision: Option<PathBuf>,
 }
 
 impl Default for EngineConfig {
@@ -69,6 +71,7 @@ impl Default for EngineConfig {
             state_cache: StateCacheConfig::default(),
             ffmpeg: None,
             ffprobe: None,
+            vision: None,
         }
     }
 }

@@ -173,6 +173,22 @@ impl TensorSet {
         before - self.tensors.len()
     }
 
+    /// Keep only the tensors whose name starts with `prefix` (a release's vision tower taken to
+    /// go with a GGUF file's text model), returning how many were dropped.
+    pub fn keep_prefix(&mut self, prefix: &str) -> usize {
+        let before = self.tensors.len();
+        self.tensors.retain(|k, _| k.starts_with(prefix));
+        before - self.tensors.len()
+    }
+
+    /// Move every tensor of `other` into this set (a name in both is an error).
+    pub fn absorb(&mut self, other: TensorSet) -> Result<()> {
+        for (_, (t, file)) in other.tensors {
+            self.insert(t, &file)?;
+        }
+        Ok(())
+    }
+
     /// Error on the first leftover tensor (sorted, so the message is deterministic).
     pub fn finish(self) -> Result<()> {
         let leftovers: BTreeMap<_, _> = self.tensors.into_iter().collect();

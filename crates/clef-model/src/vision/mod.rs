@@ -18,7 +18,8 @@ use crate::numerics::{AttentionShape, Exact, Numerics};
 use clef_kernels::{add_in_place, gelu_erf_in_place, gelu_tanh_in_place, layer_norm};
 use rope2d::VisionRope;
 
-const PREFIX: &str = "model.visual";
+/// The vision tower's tensors' name prefix in a release.
+pub const PREFIX: &str = "model.visual";
 const LN_EPS: f32 = 1e-6;
 
 /// A patch grid: `t` temporal patches (frame pairs), `h` × `w` 16-px patches.
