@@ -275,12 +275,54 @@ fn a_tokenizer_of_another_vocabulary_is_refused() {
         .expect("refused");
     let e = e.to_string();
     assert!(e.contains("tokenizer does not belong to this model"), "{e}");
-    // and without any tokenizer beside it the load names what is missing
-    std::fs::remove_file(dir.path().join("tokenizer.json")).unwrap();
+}
+
+/// Without a tokenizer.json beside the file, the tokenizer is built from the file's own
+/// `tokenizer.ggml.*` metadata: the golden requests encode to the reference's ids (NFC and
+/// special tokens included) and get the same answers. Metadata it cannot use is refused.
+#[test]
+fn without_tokenizer_json_the_files_vocabulary_encodes_as_the_reference() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("nano.gguf");
+    std::fs::copy(fixtures().join("gguf/nano-q8_0.gguf"), &file).unwrap();
+    let alone = engine(&file);
+    let beside = engine(&fixtures().join("gguf/nano-q8_0.gguf"));
+    for g in goldens("nano") {
+        let (a, b) = (decide(&alone, &g).unwrap(), decide(&beside, &g).unwrap());
+        let path = fixtures()
+            .join("golden/nano")
+            .join(format!("{}.json", g.name));
+        let golden: JsonValue =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let ids: Vec<u32> = golden["input_ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as u32)
+            .collect();
+        assert_eq!(a.encoded.input_ids, ids, "{}", g.name);
+        assert_eq!(a.logits, b.logits, "{}", g.name);
+    }
+    // a vocabulary of another kind is refused by name
+    let bytes = std::fs::read(&file).unwrap();
+    let g = clef_gguf::read(&bytes).unwrap();
+    let mut w = Writer::new();
+    for (k, v) in g.metadata.iter() {
+        let v = if k == "tokenizer.ggml.model" {
+            Value::String("llama".into())
+        } else {
+            v.clone()
+        };
+        w.meta(k, v);
+    }
+    for t in &g.tensors {
+        w.tensor(&t.name, &t.shape(), t.ty, bytes[t.range()].to_vec());
+    }
+    std::fs::write(&file, w.bytes()).unwrap();
     let e = Engine::load(&file, EngineConfig::default())
         .err()
         .expect("refused");
-    assert!(e.to_string().contains("tokenizer"), "{e}");
+    assert!(e.to_string().contains("llama"), "{e}");
 }
 
 /// Damaged and foreign files: each refused with an error naming what is wrong.

@@ -95,11 +95,10 @@ impl Engine {
         }
         // A GGUF file's tokenizer and processor settings are looked for beside it.
         let folder = model.dir().to_path_buf();
-        let encoder =
-            Encoder::from_path(&folder).map_err(|e| LoadError::Tokenizer(e.to_string()))?;
-        if let Some(g) = model.gguf() {
-            vocabulary::check(&g.metadata, &encoder)?;
-        }
+        let encoder = match model.gguf() {
+            Some(g) => vocabulary::encoder(&g.metadata, &folder)?,
+            None => Encoder::from_path(&folder).map_err(|e| LoadError::Tokenizer(e.to_string()))?,
+        };
         // processor settings beside the model, else (a GGUF file) the vision folder's
         let pc = std::iter::once(folder.join("processor_config.json"))
             .chain(
