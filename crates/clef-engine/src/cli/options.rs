@@ -19,7 +19,8 @@ with `clef synth --preset tiny --out DIR`";
 /// Refuses a `--model` that is neither a model folder nor a GGUF file, before anything is
 /// loaded, with the hint.
 pub fn check_model_folder(dir: &Path) -> anyhow::Result<()> {
-    if clef_model::checkpoint::gguf::is_gguf(dir) {
+    // a file is read as GGUF, whose reader says what is wrong with one that is not
+    if dir.is_file() {
         return Ok(());
     }
     if !dir.is_dir() {

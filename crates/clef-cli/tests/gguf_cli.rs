@@ -1,0 +1,47 @@
+//! GGUF files as a user meets them on the command line: `clef inspect FILE.gguf` lists the file's
+//! tensor types, `clef decide --model FILE.gguf` answers, and a file that is not GGUF or not a
+//! Clef model is refused with a clear error.
+
+mod cli_common;
+
+use cli_common::{clef, fixtures, s, text};
+
+#[test]
+fn inspect_lists_the_tensor_types() {
+    let file = fixtures().join("gguf/nano-q4_0.gguf");
+    let o = clef(&["inspect", s(&file)]);
+    assert!(o.status.success(), "{}", text(&o));
+    let t = text(&o);
+    assert!(t.contains("GGUF v3, architecture clef"), "{t}");
+    assert!(t.contains("Q4_0") && t.contains("F32"), "{t}");
+    assert!(t.contains("text: 8 layers, hidden 128"), "{t}");
+    assert!(!t.contains("blk.0.ffn_up.weight"), "{t}");
+    let o = clef(&["inspect", "--tensors", s(&file)]);
+    let t = text(&o);
+    assert!(
+        t.contains("blk.0.ffn_up.weight") && t.contains("[256, 128]"),
+        "{t}"
+    );
+}
+
+#[test]
+fn decide_answers_from_a_gguf_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let request = dir.path().join("request.json");
+    std::fs::write(
+        &request,
+        r#"{"model": "clef", "state": "My card was charged twice.", "questions": {"team": {"type": "choice", "instructions": "Which team?", "criteria": {"billing": "Money", "technical": "Bugs"}}}}"#,
+    )
+    .unwrap();
+    let file = fixtures().join("gguf/nano-q8_0.gguf");
+    let o = clef(&["decide", "--model", s(&file), s(&request)]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("\"billing\""), "{}", text(&o));
+
+    // a file that is not GGUF is named as such, not as a missing model folder
+    let other = dir.path().join("weights.bin");
+    std::fs::write(&other, b"not a model at all").unwrap();
+    let o = clef(&["decide", "--model", s(&other), s(&request)]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("not a GGUF file"), "{}", text(&o));
+}
