@@ -38,6 +38,22 @@ fn decide_answers_from_a_gguf_file() {
     assert!(o.status.success(), "{}", text(&o));
     assert!(text(&o).contains("\"billing\""), "{}", text(&o));
 
+    // the integer path does not take ggml blocks yet: asking for it is refused, saying why
+    let o = clef(&[
+        "decide",
+        "--matmul",
+        "int8",
+        "--model",
+        s(&file),
+        s(&request),
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("GGUF file (its ggml block types run on the exact path"),
+        "{}",
+        text(&o)
+    );
+
     // a file that is not GGUF is named as such, not as a missing model folder
     let other = dir.path().join("weights.bin");
     std::fs::write(&other, b"not a model at all").unwrap();

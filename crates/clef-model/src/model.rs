@@ -396,19 +396,31 @@ impl Model {
 
     /// The arithmetic a run with `opts` uses, or an error when it asks for the integer product
     /// of a model that has no integer weights.
+    /// What was loaded, for messages: `release`, `<format> bundle`, or `GGUF file (its ggml
+    /// block types run on the exact path, docs/gguf.md)`.
+    fn kind(&self) -> String {
+        match (&self.gguf, self.format) {
+            (Some(_), _) => {
+                "GGUF file (its ggml block types run on the exact path, docs/gguf.md)".into()
+            }
+            (None, Some(f)) => format!("{f} bundle"),
+            (None, None) => "release".into(),
+        }
+    }
+
     pub fn matmul_mode(&self, opts: &RunOptions) -> Result<MatmulMode> {
         match opts.matmul {
             None => Ok(self.default_matmul()),
             Some(MatmulMode::Int8) if !self.has_integer_weights() => Err(ModelError::Input(
                 format!(
                     "--matmul int8 needs integer weights (a q8 or clef-ternary-v1 bundle); this {} has none",
-                    self.format.map_or("release".to_string(), |f| format!("{f} bundle"))
+                    self.kind()
                 ),
             )),
             Some(MatmulMode::Bf16) if !self.has_bf16_weights() => Err(ModelError::Input(
                 format!(
                     "--matmul bf16 needs weights stored in bf16 (a release or a bf16 bundle); this {} has none",
-                    self.format.map_or("release".to_string(), |f| format!("{f} bundle"))
+                    self.kind()
                 ),
             )),
             Some(MatmulMode::Bf16) => match clef_kernels::Kernels::detected().bf16_unit() {

@@ -9,6 +9,10 @@ use crate::weights::{prefetch_lines, Block, PanelDecode};
 use crate::Kernels;
 use clef_formats::ggml::{dequantize_row, GgmlType};
 
+/// Values of widened blocks a panel decode keeps on the stack (`KC` = 384 columns and up to two
+/// 256-value blocks they cut into).
+const STACK_VALUES: usize = 1024;
+
 /// A `[rows, cols]` matrix of ggml type `ty` whose row-major blocks `B` holds, checked once.
 #[derive(Debug, Clone, Copy)]
 pub struct GgmlView<B> {
@@ -87,10 +91,20 @@ impl<B: AsRef<[u8]> + Sync> PanelDecode for GgmlView<B> {
         let (per, bytes) = self.ty.block();
         let (first, last) = (col0 / per, (col0 + ncols).div_ceil(per));
         let skip = col0 - first * per;
-        let mut wide = vec![0.0f32; (last - first) * per];
+        // The matmul's panels are at most `KC` columns, which with a block on either side
+        // fits the stack buffer; a wider request (a whole row) takes the heap.
+        let n = (last - first) * per;
+        let mut stack = [0.0f32; STACK_VALUES];
+        let mut heap = Vec::new();
+        let wide = if n <= STACK_VALUES {
+            &mut stack[..n]
+        } else {
+            heap.resize(n, 0.0f32);
+            &mut heap[..]
+        };
         for r in 0..nrows {
             let blocks = &self.row_blocks(row0 + r)[first * bytes..last * bytes];
-            dequantize_row(self.ty, blocks, &mut wide).expect("lengths checked at construction");
+            dequantize_row(self.ty, blocks, wide).expect("lengths checked at construction");
             out[r * ld..r * ld + ncols].copy_from_slice(&wide[skip..skip + ncols]);
         }
     }
