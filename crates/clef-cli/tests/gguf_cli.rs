@@ -3,6 +3,7 @@
 //! Clef model is refused with a clear error.
 
 mod cli_common;
+mod serve_common;
 
 use cli_common::{clef, fixtures, s, text};
 
@@ -60,4 +61,36 @@ fn decide_answers_from_a_gguf_file() {
     let o = clef(&["decide", "--model", s(&other), s(&request)]);
     assert!(!o.status.success());
     assert!(text(&o).contains("not a GGUF file"), "{}", text(&o));
+}
+
+/// `clef serve --model FILE.gguf`: the routes of a release, `/v1/models` naming the file's
+/// tensor types and the file itself.
+#[test]
+fn serve_answers_from_a_gguf_file() {
+    use serve_common::{Options, Req, Server};
+    let file = fixtures().join("gguf/nano-q4_0.gguf");
+    let server = Server::with(Options {
+        model: file,
+        ..Default::default()
+    });
+    let r = server.post(
+        "/v1/systemone",
+        br#"{"model": "clef", "state": "My card was charged twice.", "questions": {"team": {"type": "choice", "instructions": "Which team?", "criteria": {"billing": "Money", "technical": "Bugs"}}}}"#,
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let bytes = std::fs::metadata(fixtures().join("gguf/nano-q4_0.gguf"))
+        .unwrap()
+        .len();
+    assert_eq!(
+        r.header("x-clef-model-revision"),
+        Some(format!("gguf=nano-q4_0.gguf; bytes={bytes}").as_str())
+    );
+    let models = server.send(&Req::get("/v1/models")).json();
+    let text = models.to_json_string();
+    assert!(
+        text.contains(r#""format":"gguf F32×113 Q4_0×104""#),
+        "{text}"
+    );
+    assert!(text.contains(r#""matmul":"exact""#), "{text}");
+    assert!(text.contains(r#""file":"nano-q4_0.gguf""#), "{text}");
 }

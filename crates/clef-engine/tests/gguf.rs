@@ -233,6 +233,8 @@ fn widened(file: &Path, dir: &Path) -> PathBuf {
 /// F32: the panel decoder reads the values ggml defines, and the product is the exact one.
 #[test]
 fn block_typed_files_answer_as_their_widened_values() {
+    // the kq files (K- and I-quants, random weights at widths of 256) take nano's requests:
+    // the same tokenizer
     for (file, model) in [
         ("nano-q8_0.gguf", "nano"),
         ("nano-q4_0.gguf", "nano"),
@@ -240,6 +242,11 @@ fn block_typed_files_answer_as_their_widened_values() {
         ("tiny-a-q4_1.gguf", "tiny-a"),
         ("tiny-a-q5_0.gguf", "tiny-a"),
         ("tiny-a-q5_1.gguf", "tiny-a"),
+        ("kq-Q4_K_M.gguf", "nano"),
+        ("kq-Q5_K_M.gguf", "nano"),
+        ("kq-Q6_K.gguf", "nano"),
+        ("kq-IQ4_XS.gguf", "nano"),
+        ("kq-Q3_K_M.gguf", "nano"),
     ] {
         let path = fixtures().join("gguf").join(file);
         let dir = tempfile::tempdir().unwrap();
@@ -520,4 +527,59 @@ fn the_description_names_the_files_tensor_types() {
     let e = engine(&fixtures().join("gguf/nano-q4_0.gguf"));
     let format = e.description().format;
     assert_eq!(format, "gguf F32×113 Q4_0×104");
+}
+
+/// The K- and I-quant files llama-quantize wrote (kq-*.gguf) widen, tensor by tensor, to the
+/// values the `gguf` package's numpy dequantizers give (their SHA-256 as f32 bytes, written by
+/// tests/fixtures/gguf/dequant_hashes.py), and each file holds the types its name promises.
+#[test]
+fn k_and_i_quant_files_widen_as_the_gguf_package_does() {
+    use sha2::{Digest, Sha256};
+    let dir = fixtures().join("gguf");
+    let want: JsonValue =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("kq-dequant.json")).unwrap())
+            .unwrap();
+    let want = want.as_object().unwrap();
+    let mut types = std::collections::BTreeSet::new();
+    for (file, tensors) in want {
+        let bytes = std::fs::read(dir.join(file)).unwrap();
+        let g = clef_gguf::read(&bytes).unwrap();
+        let tensors = tensors.as_object().unwrap();
+        let mut checked = 0;
+        for t in &g.tensors {
+            let Some(w) = tensors.get(&t.name) else {
+                assert!(
+                    matches!(t.ty, GgmlType::F32 | GgmlType::F16 | GgmlType::BF16),
+                    "{file}: {} ({}) has no reference hash",
+                    t.name,
+                    t.ty
+                );
+                continue;
+            };
+            assert_eq!(w["type"], t.ty.name(), "{file}: {}", t.name);
+            let mut f = vec![0.0f32; t.numel()];
+            clef_formats::ggml::dequantize_row(t.ty, &bytes[t.range()], &mut f).unwrap();
+            let mut h = Sha256::new();
+            for v in &f {
+                h.update(v.to_le_bytes());
+            }
+            let got: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+            assert_eq!(
+                got,
+                w["sha256"].as_str().unwrap(),
+                "{file}: {} ({})",
+                t.name,
+                t.ty
+            );
+            types.insert(t.ty.name());
+            checked += 1;
+        }
+        assert_eq!(checked, tensors.len(), "{file}");
+    }
+    for ty in ["Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS"] {
+        assert!(
+            types.contains(ty),
+            "the kq files hold no {ty} tensor: {types:?}"
+        );
+    }
 }

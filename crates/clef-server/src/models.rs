@@ -101,6 +101,11 @@ fn clef_object(model: &LoadedModel, config: &ServerConfig) -> Value {
             "source": engine.revision.source,
             "bundle_sha256": engine.revision.bundle_sha256,
             "config_sha256": engine.revision.config_sha256,
+            // a GGUF file: its name and size
+            "gguf": engine.revision.gguf.as_ref().map(|(name, bytes)| json!({
+                "file": name,
+                "bytes": bytes,
+            })),
             "header": engine.revision.to_string(),
         },
     })
