@@ -583,3 +583,27 @@ fn k_and_i_quant_files_widen_as_the_gguf_package_does() {
         );
     }
 }
+
+/// A `qwen35` GGUF (the backbone alone, as llama.cpp converts a Clef folder without its head
+/// config) with the release's head files beside it answers tiny-a's text goldens as the release
+/// does; without the head files it is refused, saying what to put beside it.
+#[test]
+fn a_backbone_only_gguf_takes_the_releases_head_beside_it() {
+    let file = fixtures().join("gguf/qwen35/tiny-a-bf16.gguf");
+    let gguf = engine(&file);
+    let release = engine(&fixtures().join("models/tiny-a"));
+    for g in goldens("tiny-a").into_iter().filter(|g| !g.media) {
+        let d = worst(&logits(&release, &g).unwrap(), &logits(&gguf, &g).unwrap());
+        assert!(d <= 1e-5, "{}: |Δ logit| {d}", g.name);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let alone = dir.path().join("tiny-a.gguf");
+    std::fs::copy(&file, &alone).unwrap();
+    let Err(e) = Engine::load(&alone, EngineConfig::default()) else {
+        panic!("a qwen35 file without its head loaded")
+    };
+    assert!(
+        e.to_string().contains("joint_head.safetensors beside it"),
+        "{e}"
+    );
+}

@@ -21,8 +21,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// The architectures read: llama.cpp's `clef` (Clef and Clef-Flash with their decision head).
-pub const ARCHITECTURES: [&str; 1] = ["clef"];
+/// The architectures read: llama.cpp's `clef` (Clef and Clef-Flash with their decision head),
+/// and `qwen35` (the backbone alone, as llama.cpp converted Clef before it knew the head), whose
+/// head is the release's `joint_head.safetensors` and `joint_head_config.json` beside the file.
+pub const ARCHITECTURES: [&str; 2] = ["clef", "qwen35"];
+
+/// The architecture whose files carry no decision head.
+const BACKBONE_ONLY: &str = "qwen35";
 
 /// A GGUF file read as a release: configs, the backbone's and the head's tensors under the
 /// release's names, and what the file holds.
@@ -77,7 +82,26 @@ pub fn open(path: &Path) -> Result<GgufCheckpoint> {
         ));
     }
     let config = text_config(&gguf, &arch).map_err(|m| gguf_error(path, m))?;
-    let head_config = head_config(&gguf, &arch).map_err(|m| gguf_error(path, m))?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut head = TensorSet::new();
+    let head_config = if arch == BACKBONE_ONLY {
+        // the head lies beside the file, as a release holds it
+        let (cfg, weights) = (
+            dir.join("joint_head_config.json"),
+            dir.join("joint_head.safetensors"),
+        );
+        if !cfg.is_file() || !weights.is_file() {
+            return Err(gguf_error(
+                path,
+                "a `qwen35` GGUF holds the backbone only: put the release's \
+                 joint_head_config.json and joint_head.safetensors beside it",
+            ));
+        }
+        head.add_file(&weights)?;
+        HeadConfig::from_file(&cfg)?
+    } else {
+        head_config(&gguf, &arch).map_err(|m| gguf_error(path, m))?
+    };
     let mut tensor_types = BTreeMap::new();
     for t in &gguf.tensors {
         *tensor_types.entry(t.ty.name()).or_insert(0) += 1;
@@ -101,11 +125,15 @@ pub fn open(path: &Path) -> Result<GgufCheckpoint> {
             HeadOrder::Grouped
         },
     };
-    let mut head = TensorSet::new();
     let mut packed: BTreeMap<String, [Option<&TensorInfo>; 3]> = BTreeMap::new();
     for info in &gguf.tensors {
         let tensor = |name: String, shape: Vec<usize>| mapped(&storage, info, name, shape);
-        match release_name(&info.name, head_config.routing_layers) {
+        if is_prediction_layer(&info.name, config.text_config.num_hidden_layers) {
+            continue;
+        }
+        let target = release_name(&info.name, head_config.routing_layers)
+            .filter(|t| arch != BACKBONE_ONLY || matches!(t, Target::Backbone(_)));
+        match target {
             Some(Target::Backbone(name)) => {
                 let shape = if info.name.ends_with(".ssm_conv1d.weight") {
                     // llama.cpp squeezes the conv kernel [c, 1, k] to [c, k]
@@ -213,6 +241,15 @@ fn storage_bytes(storage: &Arc<Storage>) -> &[u8] {
         Storage::Mapped(m) => m,
         Storage::Owned(v) => v,
     }
+}
+
+/// Whether `name` belongs to a multi-token-prediction block (`blk.N.*` with N past the text
+/// layers): weights for generating tokens, which a decision model's prefill never uses.
+fn is_prediction_layer(name: &str, layers: usize) -> bool {
+    name.strip_prefix("blk.")
+        .and_then(|r| r.split_once('.'))
+        .and_then(|(n, _)| n.parse::<usize>().ok())
+        .is_some_and(|n| n >= layers)
 }
 
 /// Where a GGUF tensor goes.
@@ -365,7 +402,15 @@ fn text_config(gguf: &Gguf, arch: &str) -> std::result::Result<ModelConfig, Stri
     let key = |k: &str| format!("{arch}.{k}");
     let u = |k: &str| m.uint(&key(k)).map_err(|e| e.to_string());
     let hidden = u("embedding_length")?;
-    let layers = u("block_count")?;
+    // llama.cpp counts the multi-token-prediction layers it may store after the text layers
+    // in the block count; Clef has none, and a prefill uses none.
+    let layers = u("block_count")?
+        .checked_sub(
+            m.uint_or(&key("nextn_predict_layers"), 0)
+                .map_err(|e| e.to_string())?,
+        )
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("{} leaves no text layers", key("nextn_predict_layers")))?;
     let heads = u("attention.head_count")?;
     let head_dim = u("attention.key_length")?;
     let v_heads = u("ssm.time_step_rank")?;
@@ -396,6 +441,7 @@ fn text_config(gguf: &Gguf, arch: &str) -> std::result::Result<ModelConfig, Stri
                         key("attention.recurrent_layers")
                     )),
                 })
+                .take(layers)
                 .collect::<std::result::Result<Vec<_>, _>>()?,
         ),
         Some(_) => {
