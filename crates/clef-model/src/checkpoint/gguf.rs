@@ -117,7 +117,9 @@ pub fn open(path: &Path) -> Result<GgufCheckpoint> {
     }
     let t = &config.text_config;
     let mut backbone = TensorSet::new();
+    head.conventions.outer_unit_dims_implicit = true;
     backbone.conventions = Conventions {
+        outer_unit_dims_implicit: true,
         norms_include_one: true,
         value_heads: if t.linear_num_value_heads != t.linear_num_key_heads {
             HeadOrder::Tiled

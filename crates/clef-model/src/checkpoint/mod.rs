@@ -37,6 +37,9 @@ pub struct Conventions {
     pub norms_include_one: bool,
     /// The order of the DeltaNet value heads.
     pub value_heads: HeadOrder,
+    /// Outer dimensions of size 1 may be missing from a stored shape (ggml stores a `[1, 64]`
+    /// matrix as `[64]` once it has been through its own tools).
+    pub outer_unit_dims_implicit: bool,
 }
 
 /// Where a model's linear weights live after loading.
@@ -122,12 +125,20 @@ impl TensorSet {
                 expected: shape.to_vec(),
             });
         };
+        let mut t = t;
         if t.shape != shape {
-            return Err(ModelError::TensorShape {
-                name: name.to_string(),
-                found: t.shape.clone(),
-                expected: shape.to_vec(),
-            });
+            let outer_ones = |s: &[usize]| s.iter().skip_while(|&&d| d == 1).count();
+            let implicit = self.conventions.outer_unit_dims_implicit
+                && t.shape[t.shape.len() - outer_ones(&t.shape)..]
+                    == shape[shape.len() - outer_ones(shape)..];
+            if !implicit {
+                return Err(ModelError::TensorShape {
+                    name: name.to_string(),
+                    found: t.shape.clone(),
+                    expected: shape.to_vec(),
+                });
+            }
+            t.shape = shape.to_vec();
         }
         Ok(if self.in_linear && self.residency == Residency::Resident {
             t.into_resident()
