@@ -2,13 +2,13 @@
 # clef.rs against llama.cpp on the same GGUF files, one command, one sitting: prefill tok/s of
 # `llama-bench` and `clef bench` at each length, and each one's peak resident memory.
 #
-#   bench/gguf_speed.sh [--tokens 512,2048] [--threads N] [--rounds 2] [--types Q8_0,Q4_K_M]
+#   bench/gguf_speed.sh [--tokens 512,2048] [--threads N] [--rounds 2] [--types BF16,Q8_0,Q4_K_M]
 #                       [--out DIR] SLICE_DIR
 #
 # SLICE_DIR is a release or a `clef synth` folder (e.g. `clef synth --preset flash --layers 4`).
 # It is converted to BF16 GGUF by llama.cpp's own converter (tests/fixtures/gguf/convert.py; needs
 # target/ref-venv, which bench/reference.sh makes) and quantized by llama.cpp's `llama-quantize`
-# to each of --types; both engines then run the same files. Each round runs every job once,
+# to each of --types (BF16: the converted file itself); both engines then run the same files. Each round runs every job once,
 # llama.cpp and clef.rs interleaved, in reverse order on even rounds; the summary keeps the best
 # tok/s over the rounds. clef's tok/s includes its joint head; llama.cpp's pp test runs its own
 # graph for the file (for `clef`, the decision head too).
@@ -18,7 +18,7 @@
 # without -march=native and without its AMX kernels (a native build dies with SIGILL in them on
 # machines whose kernel or VM refuses the tile state), with AVX2/AVX-512/VNNI/BF16 as this CPU
 # has them. Options (defaults): --tokens 512,2048; --threads: nproc; --rounds 2;
-# --types Q8_0,Q4_K_M; --out target/gguf-bench (the GGUF files live there too, several GB for
+# --types BF16,Q8_0,Q4_K_M; --out target/gguf-bench (the GGUF files live there too, several GB for
 # a Clef-Flash slice).
 set -euo pipefail
 
@@ -27,7 +27,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 tokens=512,2048
 threads=$(nproc)
 rounds=2
-types=Q8_0,Q4_K_M
+types=BF16,Q8_0,Q4_K_M
 out=$root/target/gguf-bench
 slice=
 while [ $# -gt 0 ]; do
@@ -89,7 +89,7 @@ fi
 files=()
 for t in ${types//,/ }; do
   f=$out/$name-$t.gguf
-  if [ ! -f "$f" ]; then
+  if [ "$t" != BF16 ] && [ ! -f "$f" ]; then
     "$build/bin/llama-quantize" "$bf16" "$f" "$t" "$threads" > "$out/raw/quantize-$t.log" 2>&1 \
       || die "llama-quantize $t failed: $out/raw/quantize-$t.log"
   fi
