@@ -70,7 +70,7 @@ fn decision_headers() -> Value {
     let mut h = ids();
     let extra = json!({
         "x-clef-confidence": {"schema": {"type": "string", "enum": ["pmax", "typesafe", "entropy"]}, "description": "Confidence formula of choice and score answers."},
-        "x-clef-model-revision": {"schema": {"type": "string"}, "description": "`source=REV; bundle-sha256=HEX` for a bundle, `config-sha256=HEX` for a release folder, else `unknown`."},
+        "x-clef-model-revision": {"schema": {"type": "string"}, "description": "`source=REV; bundle-sha256=HEX` for a bundle, `config-sha256=HEX` for a release folder, `gguf=NAME; bytes=N` for a GGUF file, else `unknown`."},
         "x-clef-warning": {"schema": {"type": "string", "enum": ["context-beyond-training-length"]}, "description": "Present when the prompt exceeds 16,384 tokens."},
         "x-clef-truncated-state-tokens": {"schema": {"type": "integer"}, "description": "State tokens dropped, when truncation was requested and happened (a batch: the most of any set)."},
         "x-clef-state-cache": {"schema": {"type": "string", "enum": ["hit", "miss", "off"]}, "description": "`hit`: the state's rows were read from the state cache; `miss`: looked up, computed (and kept if it fits the budget); `off`: not consulted (cache off, state under the minimum length, or larger than the budget). A batch: its first set."},
