@@ -103,7 +103,8 @@ impl Haproxy {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    /// The health status HAProxy gives each replica (`UP`, `DOWN`, ...), by server name.
+    /// The health status HAProxy gives each replica (`UP`, `DOWN`, ...), by server name; none
+    /// while the stats page is not the CSV yet (HAProxy just started: `wait_statuses` polls on).
     fn statuses(&self) -> Vec<(String, String)> {
         let csv = send(self.stats, &Req::get("/stats;csv")).text();
         let mut lines = csv.lines();
@@ -113,8 +114,11 @@ impl Haproxy {
             .trim_start_matches("# ")
             .split(',')
             .collect();
-        let col = |name: &str| header.iter().position(|h| *h == name).expect(name);
-        let (px, sv, status) = (col("pxname"), col("svname"), col("status"));
+        let col = |name: &str| header.iter().position(|h| *h == name);
+        let (Some(px), Some(sv), Some(status)) = (col("pxname"), col("svname"), col("status"))
+        else {
+            return vec![];
+        };
         lines
             .map(|l| l.split(',').collect::<Vec<_>>())
             .filter(|f| f.len() > status && f[px] == "clef_replicas" && f[sv].starts_with('r'))
