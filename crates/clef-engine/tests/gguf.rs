@@ -34,14 +34,7 @@ struct Golden {
 
 /// The golden requests of `model`.
 fn goldens(model: &str) -> Vec<Golden> {
-    let dir = fixtures().join("golden").join(model);
-    let mut paths: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json") && !p.ends_with("manifest.json"))
-        .collect();
-    paths.sort();
-    paths
+    clef_testkit::fixtures::golden_files(model)
         .into_iter()
         .map(|p| {
             let text = std::fs::read_to_string(&p).unwrap();

@@ -172,6 +172,17 @@ pub fn open(path: &Path) -> Result<GgufCheckpoint> {
     })
 }
 
+/// How the model holds a ggml type: the float types as a release's dtypes, the block types as
+/// themselves.
+fn dtype(ty: GgmlType) -> Dtype {
+    match ty {
+        GgmlType::F32 => Dtype::F32,
+        GgmlType::F16 => Dtype::F16,
+        GgmlType::BF16 => Dtype::Bf16,
+        t => Dtype::Ggml(t),
+    }
+}
+
 /// A tensor of the file under its release name.
 fn mapped(
     storage: &Arc<Storage>,
@@ -179,15 +190,9 @@ fn mapped(
     name: String,
     shape: Vec<usize>,
 ) -> Result<Tensor> {
-    let dtype = match info.ty {
-        GgmlType::F32 => Dtype::F32,
-        GgmlType::F16 => Dtype::F16,
-        GgmlType::BF16 => Dtype::Bf16,
-        t => Dtype::Ggml(t),
-    };
     Ok(Tensor::new(
         name,
-        dtype,
+        dtype(info.ty),
         shape,
         storage.clone(),
         info.offset,
@@ -228,8 +233,7 @@ fn join_packed(
         for i in &infos {
             bytes.extend_from_slice(&storage_bytes(storage)[i.range()]);
         }
-        let dtype = mapped(storage, infos[0], String::new(), vec![])?.dtype;
-        return Ok(Tensor::owned(name, dtype, shape, bytes));
+        return Ok(Tensor::owned(name, dtype(ty), shape, bytes));
     }
     let mut values = Vec::new();
     for i in &infos {
