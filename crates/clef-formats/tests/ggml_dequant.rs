@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use clef_formats::ggml::{dequantize_row, GgmlType};
+use clef_formats::ggml::{dequantize_row, integer_form, integer_row, GgmlType};
 use clef_formats::FormatError;
 use proptest::prelude::*;
 
@@ -265,4 +265,60 @@ proptest! {
         let mut out = vec![0.0; blocks * per];
         prop_assert_eq!(dequantize_row(ty, &bytes, &mut out).is_ok(), ty.is_supported());
     }
+}
+
+/// The integer form (codes, a scale per run, an offset for the affine types) rebuilds every
+/// case's reference values bit for bit as `scale·code + offset` (product, then sum, as the
+/// dequantizers round), and every code lies in the range the form states.
+#[test]
+fn integer_forms_rebuild_the_reference_values() {
+    let mut failures = Vec::new();
+    let mut covered = Vec::new();
+    for case in cases() {
+        let Some(form) = integer_form(case.ty) else {
+            continue;
+        };
+        covered.push(case.ty);
+        let n = case.expected.len();
+        let mut codes = vec![0i8; n];
+        let mut scales = vec![f32::NAN; n / form.group];
+        let mut offsets = vec![f32::NAN; if form.affine { n / form.group } else { 0 }];
+        integer_row(case.ty, &case.bytes, &mut codes, &mut scales, &mut offsets).unwrap();
+        let (lo, hi) = form.codes;
+        if let Some(c) = codes.iter().find(|&&c| c < lo || c > hi) {
+            failures.push(format!("{}: code {c} outside {lo}..={hi}", case.ty));
+        }
+        let rebuilt: Vec<f32> = codes
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| {
+                let y = scales[i / form.group] * f32::from(c);
+                if form.affine {
+                    y + offsets[i / form.group]
+                } else {
+                    y
+                }
+            })
+            .collect();
+        failures.extend(compare_bits(
+            case.ty,
+            "integer form",
+            &rebuilt,
+            &case.expected,
+        ));
+    }
+    report(failures);
+    use GgmlType::*;
+    for ty in [
+        Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, IQ4_XS, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
+    ] {
+        assert!(covered.contains(&ty), "{ty}: no case has an integer form");
+    }
+    // A type without one, and wrong lengths, are errors.
+    let mut c = vec![0i8; 32];
+    assert!(integer_row(GgmlType::F16, &[0; 64], &mut c, &mut [0.0], &mut []).is_err());
+    assert!(integer_row(GgmlType::Q8_0, &[0; 33], &mut c, &mut [0.0], &mut []).is_err());
+    assert!(integer_row(GgmlType::Q8_0, &[0; 34], &mut c, &mut [], &mut []).is_err());
+    assert!(integer_row(GgmlType::Q4_1, &[0; 20], &mut c, &mut [0.0], &mut []).is_err());
+    assert!(integer_row(GgmlType::Q8_0, &[0; 34], &mut c[..31], &mut [0.0], &mut []).is_err());
 }

@@ -3,7 +3,9 @@
 //! scalar twin, the fused low-rank adapter against the product followed by the adapter's own
 //! scalar pass, and the product's accuracy against the f32 product of the same weights.
 
+use clef_formats::ggml::GgmlType;
 use clef_kernels::formats::affine4::{self, Affine4View};
+use clef_kernels::formats::ggml::GgmlView;
 use clef_kernels::formats::lowrank::LowRankF32;
 use clef_kernels::formats::q8::{self, Q8View};
 use clef_kernels::formats::ternary::{self, TernaryView};
@@ -120,6 +122,37 @@ impl Q8 {
     fn view(&self, rows: usize, cols: usize) -> Q8View<&[u8]> {
         Q8View::new(rows, cols, &self.codes[..], &self.scales[..]).unwrap()
     }
+}
+
+/// ggml's types with an integer form, and where each block keeps its f16 scales (which random
+/// bytes would make infinite or NaN, so the tests write finite ones there).
+const GGML_TYPES: [(GgmlType, &[usize]); 12] = [
+    (GgmlType::Q4_0, &[0]),
+    (GgmlType::Q4_1, &[0, 2]),
+    (GgmlType::Q5_0, &[0]),
+    (GgmlType::Q5_1, &[0, 2]),
+    (GgmlType::Q8_0, &[0]),
+    (GgmlType::IQ4_NL, &[0]),
+    (GgmlType::IQ4_XS, &[0]),
+    (GgmlType::Q2_K, &[80, 82]),
+    (GgmlType::Q3_K, &[108]),
+    (GgmlType::Q4_K, &[0, 2]),
+    (GgmlType::Q5_K, &[0, 2]),
+    (GgmlType::Q6_K, &[208]),
+];
+
+/// Random blocks of ggml type `GGML_TYPES[which]`: `rows` rows of `blocks` blocks each.
+fn ggml_blocks(rng: &mut StdRng, which: usize, rows: usize, blocks: usize) -> (GgmlType, Vec<u8>) {
+    let (ty, scales) = GGML_TYPES[which];
+    let per = ty.block().1;
+    let mut data: Vec<u8> = (0..rows * blocks * per).map(|_| rng.random()).collect();
+    for block in data.chunks_exact_mut(per) {
+        for &at in scales {
+            let d = half::f16::from_f32(rng.random_range(-0.02..0.02));
+            block[at..at + 2].copy_from_slice(&d.to_bits().to_le_bytes());
+        }
+    }
+    (ty, data)
 }
 
 fn same_bits(a: &[f32], b: &[f32]) -> bool {
@@ -242,6 +275,22 @@ proptest! {
         check_tiles(&w.view(rows, cols), &x, m)?;
     }
 
+    /// ggml's block types on the integer path: groups of 32 (Q8_0, Q4_K, ...) and 16 (Q6_K,
+    /// Q3_K, Q2_K), plain and affine, 4-bit and 8-bit code ranges; on AMX machines the table
+    /// hands these groups to the VNNI tile.
+    #[test]
+    fn ggml_tiles_match_the_reference(
+        seed in any::<u64>(), which in 0..GGML_TYPES.len(), m in 1usize..80, rows in 1usize..30,
+        blocks in 1usize..6,
+    ) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let (ty, data) = ggml_blocks(&mut rng, which, rows, blocks);
+        let cols = blocks * ty.block().0;
+        let w = GgmlView::new(rows, cols, ty, &data[..]).unwrap();
+        let x = activations(&mut rng, m, cols);
+        check_tiles(&w, &x, m)?;
+    }
+
     #[test]
     fn simd_quantizer_matches_its_scalar_twin(
         seed in any::<u64>(), m in 0usize..6, k in 0usize..300, seven in any::<bool>(),
@@ -313,7 +362,35 @@ fn int8_product_is_close_to_the_f32_product() {
     check(a.view(rows, cols).dequantize(), got.clone());
     let q = Q8::random(&mut rng, rows, cols);
     matmul_int8(&x, m, &q.view(rows, cols), &mut got);
-    check(q.view(rows, cols).dequantize(), got);
+    check(q.view(rows, cols).dequantize(), got.clone());
+    // ggml's types, against the f32 product of their dequantized blocks.
+    let cols = 1024;
+    let x: Vec<f32> = (0..m * cols).map(|_| rng.random_range(-1.0..1.0)).collect();
+    for which in 0..GGML_TYPES.len() {
+        let (ty, data) = ggml_blocks(&mut rng, which, rows, cols / ty_block(which));
+        let w = GgmlView::new(rows, cols, ty, &data[..]).unwrap();
+        let mut got = vec![0.0f32; m * rows];
+        matmul_int8(&x, m, &w, &mut got);
+        let mut want = vec![0.0f32; m * rows];
+        matmul_scalar(
+            &x,
+            m,
+            &WeightView::f32(rows, cols, &w.dequantize()).unwrap(),
+            &mut want,
+        );
+        let err: f64 = got
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| f64::from(a - b).powi(2))
+            .sum();
+        let norm: f64 = want.iter().map(|b| f64::from(*b).powi(2)).sum();
+        let rel = (err / norm).sqrt();
+        assert!(rel < 1e-2 && rel > 0.0, "{ty}: relative error {rel}");
+    }
+}
+
+fn ty_block(which: usize) -> usize {
+    GGML_TYPES[which].0.block().0
 }
 /// Several passes of activation rows (more than one pass's 512), a rank past the vector
 /// paths' stack buffer, and a zero-depth weight: still the separate pass's bits.
@@ -355,6 +432,16 @@ fn extreme_codes_stay_exact() {
             *c = if i % 3 == 0 { (-127i8) as u8 } else { 127 };
         }
         check_tiles(&q.view(rows, cols), &x, m).unwrap();
+        // ggml's extremes: Q8_0 codes of −128 and Q4_0 codes of −8 (nibble 0) everywhere.
+        for (which, fill) in [(4, 0x80u8), (0, 0x00)] {
+            let (ty, mut data) = ggml_blocks(&mut rng, which, rows, 8);
+            let per = ty.block().1;
+            for block in data.chunks_exact_mut(per) {
+                block[2..].fill(fill);
+            }
+            let w = GgmlView::new(rows, 256, ty, &data[..]).unwrap();
+            check_tiles(&w, &x[..m * 256], m).unwrap();
+        }
     }
 }
 

@@ -5,7 +5,7 @@
 
 mod dequant;
 
-pub use dequant::dequantize_row;
+pub use dequant::{dequantize_row, integer_form, integer_row, IntegerForm};
 
 use std::fmt;
 

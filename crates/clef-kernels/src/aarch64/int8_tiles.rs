@@ -9,8 +9,7 @@
 //! The group-end update is the portable tile's `finish_group`, lane by lane, in the same
 //! order, so the tile gives its twin's bits.
 
-use crate::int8::tile::{Int8Tile, TileArgs, KC, STEPS};
-use crate::int8::GROUP;
+use crate::int8::tile::{Int8Tile, TileArgs, KC};
 use std::arch::aarch64::*;
 use std::arch::asm;
 
@@ -36,9 +35,9 @@ unsafe fn sdot(mut acc: int32x4_t, w: int8x16_t, x: int8x16_t) -> int32x4_t {
 unsafe fn body<const AFFINE: bool>(t: &TileArgs) {
     for g in 0..t.groups {
         let mut dots = [[vdupq_n_s32(0); NV]; MR];
-        for s in 0..STEPS {
-            let col = g * GROUP + 4 * s;
-            let xs = t.x.add((g * STEPS + s) * MP * 4).cast::<i8>();
+        for s in 0..t.steps {
+            let col = 4 * (g * t.steps + s);
+            let xs = t.x.add((g * t.steps + s) * MP * 4).cast::<i8>();
             let xv: [int8x16_t; NV] = std::array::from_fn(|v| vld1q_s8(xs.add(16 * v)));
             for (a, row) in dots.iter_mut().enumerate() {
                 // the row's four codes of this step, in every lane
@@ -93,6 +92,7 @@ pub(crate) fn dotprod_tile() -> Int8Tile {
         mr: MR,
         mp: MP,
         x_bias: 0,
+        fixed_group: false,
         plain,
         affine,
     }

@@ -170,6 +170,9 @@ pub struct Kernels {
     pub(crate) int8_ternary: Int8Tile,
     pub(crate) int8_nibble: Int8Tile,
     pub(crate) int8_byte: Int8Tile,
+    /// For groups other than [`crate::int8::GROUP`] where the code range's tile is fixed to
+    /// 64 columns (AMX): the VNNI tile the AMX level builds on.
+    pub(crate) int8_any_group: Int8Tile,
     pub(crate) bf16_tile: Bf16Tile,
 
     // weight decoding
@@ -245,6 +248,7 @@ impl Kernels {
             int8_ternary: int8::tile::portable_tile(),
             int8_nibble: int8::tile::portable_tile(),
             int8_byte: int8::tile::portable_tile(),
+            int8_any_group: int8::tile::portable_tile(),
             bf16_tile: crate::bf16::tile::portable_tile(),
             widen_bf16: crate::decode::bf16_scalar,
             widen_f16: crate::decode::f16_scalar,
@@ -400,12 +404,17 @@ impl Kernels {
         }
     }
 
-    /// The integer tile for weight codes in `range`.
-    pub(crate) fn int8_tile(&self, range: CodeRange) -> &Int8Tile {
-        match range {
+    /// The integer tile for weight codes in `range` with scale groups of `group` columns.
+    pub(crate) fn int8_tile(&self, range: CodeRange, group: usize) -> &Int8Tile {
+        let tile = match range {
             CodeRange::Ternary => &self.int8_ternary,
             CodeRange::Nibble => &self.int8_nibble,
             CodeRange::Int8 => &self.int8_byte,
+        };
+        if tile.fixed_group && group != crate::int8::GROUP {
+            &self.int8_any_group
+        } else {
+            tile
         }
     }
 }

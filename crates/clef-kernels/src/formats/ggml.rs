@@ -3,11 +3,13 @@
 //! that cover the panel's columns are widened by `clef_formats::ggml::dequantize_row` (ggml's
 //! arithmetic, bit for bit) and the panel's columns copied out. One decoder serves every type
 //! and every kernel table, so there is no vector twin to compare: the scalar code is the path.
+//! The types with an integer form also multiply on the integer path (`crate::int8`), decoded
+//! to their codes and run scales by `clef_formats::ggml::integer_row`.
 
 use crate::error::KernelError;
 use crate::weights::{prefetch_lines, Block, PanelDecode};
 use crate::Kernels;
-use clef_formats::ggml::{dequantize_row, GgmlType};
+use clef_formats::ggml::{dequantize_row, integer_form, GgmlType, IntegerForm};
 
 /// Values of widened blocks a panel decode keeps on the stack (`KC` = 384 columns and up to two
 /// 256-value blocks they cut into).
@@ -67,7 +69,19 @@ impl<B: AsRef<[u8]> + Sync> GgmlView<B> {
         &self.data
     }
 
-    fn row_blocks(&self, row: usize) -> &[u8] {
+    /// The integer form of the type, for the integer product; `None` for the types that have
+    /// none (the float types, the grid I-quants, MXFP4, the ternary types).
+    pub fn integer_form(&self) -> Option<IntegerForm> {
+        integer_form(self.ty)
+    }
+
+    /// [`GgmlView::integer_form`] where the caller has checked there is one.
+    pub(crate) fn integer(&self) -> IntegerForm {
+        self.integer_form()
+            .expect("the integer product is asked only of types with an integer form")
+    }
+
+    pub(crate) fn row_blocks(&self, row: usize) -> &[u8] {
         &self.data.as_ref()[row * self.row_bytes..(row + 1) * self.row_bytes]
     }
 }

@@ -7,9 +7,11 @@ use super::decode;
 use super::{CodeRange, Int8Panel, Int8Weights, GROUP};
 use crate::cpu::Kernels;
 use crate::formats::affine4::Affine4View;
+use crate::formats::ggml::GgmlView;
 use crate::formats::q8::Q8View;
 use crate::formats::ternary::{TernaryView, TRITS_PER_BYTE};
 use crate::weights::Block;
+use clef_formats::ggml::integer_row;
 use clef_formats::ternary::DECODE_TABLE;
 
 /// Group `g`'s BF16 value of a row's little-endian scales (or offsets), widened exactly.
@@ -157,6 +159,103 @@ impl<B: AsRef<[u8]> + Sync> Int8Weights for Q8View<B> {
             for g in 0..ncols.div_ceil(GROUP) {
                 panel.scales[r * panel.gs + g] = self.scale(row0 + r, g0 + g);
             }
+        }
+    }
+}
+
+/// ggml's block types with an integer form (`clef_formats::ggml::integer_form`): codes with a
+/// scale (and, for the types with a min, an offset) per run of 32 or 16 values, which are the
+/// groups of the product. Codes within ±15 multiply as [`CodeRange::Nibble`] (8-bit
+/// activations), wider ones as [`CodeRange::Int8`].
+impl<B: AsRef<[u8]> + Sync> Int8Weights for GgmlView<B> {
+    fn rows(&self) -> usize {
+        crate::PanelDecode::rows(self)
+    }
+
+    fn cols(&self) -> usize {
+        crate::PanelDecode::cols(self)
+    }
+
+    fn code_range(&self) -> CodeRange {
+        let (lo, hi) = self.integer().codes;
+        if lo >= -15 && hi <= 15 {
+            CodeRange::Nibble
+        } else {
+            CodeRange::Int8
+        }
+    }
+
+    fn group(&self) -> usize {
+        self.integer().group
+    }
+
+    fn has_offsets(&self) -> bool {
+        self.integer().affine
+    }
+
+    fn prefetch_int8(&self, b: Block) {
+        crate::PanelDecode::prefetch_panel(self, b)
+    }
+
+    fn decode_int8(&self, _k: &Kernels, b: Block, panel: &mut Int8Panel) {
+        let (row0, nrows, col0, ncols) = b.parts();
+        let form = self.integer();
+        let group = form.group;
+        assert!(
+            row0 + nrows <= Int8Weights::rows(self) && col0 + ncols <= Int8Weights::cols(self),
+            "panel outside the matrix"
+        );
+        assert!(
+            col0.is_multiple_of(group),
+            "panels start at a group boundary"
+        );
+        if nrows == 0 || ncols == 0 {
+            return;
+        }
+        let ng = ncols.div_ceil(group);
+        assert!(panel.ld >= ncols && panel.codes.len() >= (nrows - 1) * panel.ld + ncols);
+        assert!(panel.gs >= ng && panel.scales.len() >= (nrows - 1) * panel.gs + ng);
+        if form.affine {
+            assert!(panel.offsets.len() >= (nrows - 1) * panel.gs + ng);
+        }
+        let (per, bytes) = self.ty().block();
+        let (first, last) = (col0 / per, (col0 + ncols).div_ceil(per));
+        let (skip, n) = (col0 - first * per, (last - first) * per);
+        // The product's k-blocks (512 columns) are whole blocks of every type, so its panels
+        // decode in place; any other span goes through a buffer of its whole blocks.
+        let direct = skip == 0 && n == ncols;
+        let mut buf = (Vec::new(), Vec::new(), Vec::new());
+        if !direct {
+            buf = (
+                vec![0i8; n],
+                vec![0.0f32; n / group],
+                vec![0.0f32; n / group],
+            );
+        }
+        for r in 0..nrows {
+            let blocks = &self.row_blocks(row0 + r)[first * bytes..last * bytes];
+            let codes = &mut panel.codes[r * panel.ld..r * panel.ld + ncols];
+            let (s, o) = (r * panel.gs, r * panel.gs + ng);
+            let offsets: &mut [f32] = if form.affine {
+                &mut panel.offsets[s..o]
+            } else {
+                &mut []
+            };
+            if direct {
+                integer_row(self.ty(), blocks, codes, &mut panel.scales[s..o], offsets)
+            } else {
+                let (c, sc, of) = &mut buf;
+                let of: &mut [f32] = if form.affine { of } else { &mut [] };
+                let res = integer_row(self.ty(), blocks, c, sc, of);
+                codes.copy_from_slice(&c[skip..skip + ncols]);
+                let g0 = skip / group;
+                panel.scales[s..o].copy_from_slice(&sc[g0..g0 + ng]);
+                if form.affine {
+                    offsets.copy_from_slice(&of[g0..g0 + ng]);
+                }
+                res
+            }
+            .expect("lengths checked at construction");
         }
     }
 }

@@ -3,8 +3,8 @@
 //! like the f32 matmul's (the same block plan and row scatter, [`crate::gemm::weights`]).
 
 use super::decode::group_sums;
-use super::quantize::{quantize_rows_with, QuantizedRows};
-use super::tile::{finish_group, Int8Tile, TileArgs, KC, STEPS};
+use super::quantize::{quantize_rows_grouped, QuantizedRows};
+use super::tile::{finish_group, group_is_supported, Int8Tile, TileArgs, KC};
 use super::{Int8Panel, Int8Weights, GROUP};
 use crate::cpu::Kernels;
 use crate::formats::lowrank::LowRankF32;
@@ -77,7 +77,8 @@ pub fn matmul_int8_reference<W: Int8Weights + ?Sized>(x: &[f32], m: usize, w: &W
     let portable = Kernels::portable();
     let mut q = QuantizedRows::default();
     let bits = w.code_range().activation_bits();
-    quantize_rows_with(portable, bits, x, m, k, &mut q);
+    let group = w.group();
+    quantize_rows_grouped(portable, bits, group, x, m, k, &mut q);
     let (groups, stride) = (q.groups, q.stride());
     let mut codes = vec![0i8; stride];
     let mut scales = vec![0.0f32; groups];
@@ -99,8 +100,8 @@ pub fn matmul_int8_reference<W: Int8Weights + ?Sized>(x: &[f32], m: usize, w: &W
         for i in 0..m {
             let mut acc = 0.0f32;
             for g in 0..groups {
-                let xc = &q.codes[i * stride + g * GROUP..i * stride + (g + 1) * GROUP];
-                let wc = &codes[g * GROUP..(g + 1) * GROUP];
+                let xc = &q.codes[i * stride + g * group..i * stride + (g + 1) * group];
+                let wc = &codes[g * group..(g + 1) * group];
                 let dot: i32 = xc
                     .iter()
                     .zip(wc)
@@ -205,6 +206,9 @@ fn run<W: Int8Weights + ?Sized>(
 /// Where one k-block's packed activations, scales and sums lie in the pass buffer (32-bit
 /// words, so that the f32 parts are aligned).
 struct PackLayout {
+    /// Columns per group and groups per k-block.
+    group: usize,
+    gpk: usize,
     panels: usize,
     mp: usize,
     kblocks: usize,
@@ -216,10 +220,12 @@ struct PackLayout {
 }
 
 impl PackLayout {
-    fn new(mc: usize, groups: usize, tile: &Int8Tile) -> Self {
-        let (gpk, mp) = (KC / GROUP, tile.mp);
+    fn new(mc: usize, groups: usize, group: usize, tile: &Int8Tile) -> Self {
+        let (gpk, mp) = (KC / group, tile.mp);
         let code_words = KC / 4 * mp;
         PackLayout {
+            group,
+            gpk,
             panels: mc.div_ceil(mp),
             mp,
             kblocks: groups.div_ceil(gpk),
@@ -245,7 +251,7 @@ fn pack_panel(
     layout: &PackLayout,
     out: &mut [u32],
 ) {
-    let (gpk, mp) = (KC / GROUP, tile.mp);
+    let (group, gpk, mp) = (layout.group, layout.gpk, tile.mp);
     let g0 = kb * gpk;
     let ng = gpk.min(q.groups - g0);
     let stride = q.stride();
@@ -255,10 +261,10 @@ fn pack_panel(
     let (codes, rest) = out.split_at_mut(layout.code_words);
     for lane in 0..mp {
         let row = p * mp + lane;
-        for s in 0..ng * STEPS {
+        for s in 0..ng * group / 4 {
             let mut four = [0i8; 4];
             if row < mc {
-                let c = row * stride + g0 * GROUP + 4 * s;
+                let c = row * stride + g0 * group + 4 * s;
                 four.copy_from_slice(&q.codes[c..c + 4]);
             }
             // Native byte order: the tiles read the word's bytes in memory order.
@@ -294,11 +300,16 @@ fn pass<W: Int8Weights + ?Sized>(
     packed: &mut Lines<u32>,
 ) {
     let (n, k) = (w.rows(), w.cols());
-    let tile = kt.int8_tile(w.code_range());
+    let group = w.group();
+    assert!(
+        group_is_supported(group),
+        "integer groups of {group} columns"
+    );
+    let tile = kt.int8_tile(w.code_range(), group);
     let (mr, mp) = (tile.mr, tile.mp);
     let bits = w.code_range().activation_bits();
-    quantize_rows_with(kt, bits, x, mc, k, q);
-    let layout = PackLayout::new(mc, q.groups, tile);
+    quantize_rows_grouped(kt, bits, group, x, mc, k, q);
+    let layout = PackLayout::new(mc, q.groups, group, tile);
     let total = layout.kblocks * layout.panels * layout.panel_words;
     packed.resize(0);
     packed.resize(total);
@@ -311,7 +322,7 @@ fn pass<W: Int8Weights + ?Sized>(
         });
 
     let affine = w.has_offsets();
-    let kpad = q.groups * GROUP;
+    let kpad = q.stride();
     let groups = n.div_ceil(mr);
     let blocks = plan_blocks(groups, rayon::current_num_threads());
     let block_range = |b: usize| (groups * b / blocks, groups * (b + 1) / blocks);
@@ -361,8 +372,8 @@ fn block<W: Int8Weights + ?Sized>(
     s: &mut BlockScratch,
     out: &SharedRows,
 ) {
-    let gpk = KC / GROUP;
-    let tile = kt.int8_tile(w.code_range());
+    let (group, gpk) = (layout.group, layout.gpk);
+    let tile = kt.int8_tile(w.code_range(), group);
     let mp = layout.mp;
     let mr = tile.mr;
     // Every element read is written first (decoded rows and their groups, the accumulators at
@@ -380,7 +391,7 @@ fn block<W: Int8Weights + ?Sized>(
     for kb in 0..layout.kblocks {
         let c0 = kb * KC;
         let kc = KC.min(kpad - c0);
-        let ng = kc / GROUP;
+        let ng = kc / group;
         let ncols = kc.min(k - c0);
         {
             let mut panel = Int8Panel {
@@ -404,7 +415,14 @@ fn block<W: Int8Weights + ?Sized>(
             for r in 0..nr {
                 let sums = &mut s.corr[r * gpk..r * gpk + ng];
                 if !given {
-                    group_sums(kt, &s.codes[r * KC..r * KC + kc], sums);
+                    let codes = &s.codes[r * KC..r * KC + kc];
+                    if group == GROUP {
+                        group_sums(kt, codes, sums);
+                    } else {
+                        for (sum, g) in sums.iter_mut().zip(codes.chunks_exact(group)) {
+                            *sum = g.iter().map(|&c| i32::from(c)).sum();
+                        }
+                    }
                 }
                 for v in sums {
                     *v *= -tile.x_bias;
@@ -428,6 +446,7 @@ fn block<W: Int8Weights + ?Sized>(
                 let panel = &packed[base..base + layout.panel_words];
                 let args = TileArgs {
                     groups: ng,
+                    steps: group / 4,
                     w: s.codes[jr * mr * KC..].as_ptr(),
                     wscale: s.scales[jr * mr * gpk..].as_ptr(),
                     woff: s.offsets[jr * mr * gpk..].as_ptr(),
@@ -442,7 +461,7 @@ fn block<W: Int8Weights + ?Sized>(
                 };
                 // SAFETY: the table holds only tiles this CPU runs; the weight rows
                 // `jr·mr..(jr + 1)·mr` lie inside the `nrpad × KC` codes and `nrpad × gpk`
-                // group arrays, the panel holds `ng·STEPS` steps of `mp` lanes plus `gpk·mp`
+                // group arrays, the panel holds `ng·group/4` steps of `mp` lanes plus `gpk·mp`
                 // scales and sums, and the output rows `jr·mr..` of stride `mpad` hold `mp`
                 // lanes from `p·mp` on.
                 unsafe { tile.run(&args, affine) };

@@ -1,5 +1,6 @@
 //! Integer matrix products for quantized weights: `y = x · Wᵀ` with the activations quantized to
-//! signed codes per group of 64 columns (one f32 scale per row and group, [`quantize`]: 8-bit
+//! signed codes per group of 64 columns (of 32 or 16 for ggml's block types,
+//! [`Int8Weights::group`]) (one f32 scale per row and group, [`quantize`]: 8-bit
 //! codes against ternary and 4-bit weights, 7-bit against 8-bit weights) and the weights
 //! decoded panel by panel to int8 codes with one f32 scale (and, for the 4-bit affine format,
 //! one f32 offset) per row and group ([`Int8Weights`]).
@@ -34,7 +35,8 @@ pub use gemm::{
 };
 pub use planes::{TernaryInt8, TernaryPlanes};
 pub use quantize::{
-    quantize_rows, quantize_rows_scalar, quantize_rows_with, ActivationBits, QuantizedRows,
+    quantize_rows, quantize_rows_grouped, quantize_rows_scalar, quantize_rows_with, ActivationBits,
+    QuantizedRows,
 };
 
 /// Columns per scale group, shared by the activations and every integer weight format.
@@ -46,9 +48,11 @@ pub const GROUP: usize = clef_formats::GROUP;
 pub enum CodeRange {
     /// −1, 0, +1 (ternary).
     Ternary,
-    /// 0..=15 (4-bit affine).
+    /// −15..=15 (the 4-bit affine format's 0..=15; ggml's 4-, 3- and 2-bit codes).
     Nibble,
-    /// −127..=127 (q8). −128 never occurs: loaders refuse it.
+    /// −128..=127 (q8, whose loaders refuse −128; ggml's 8-, 6- and 5-bit codes and IQ4's
+    /// table values). Against 7-bit activations even −128 keeps `vpmaddubsw`'s pair sums
+    /// within 16 bits (2 · 127 · 128 = 32,512).
     Int8,
 }
 
@@ -91,6 +95,12 @@ pub trait Int8Weights: Sync {
     fn cols(&self) -> usize;
     /// The range every code lies in.
     fn code_range(&self) -> CodeRange;
+    /// Columns per scale group: [`GROUP`] for the project's formats, 32 or 16 for ggml's block
+    /// types (whose scales cover that many values). The activations are quantized in the same
+    /// groups. A multiple of 16 that divides 512.
+    fn group(&self) -> usize {
+        GROUP
+    }
     /// Whether `w = scale·q + offset` (the 4-bit affine format) rather than `scale·q`.
     fn has_offsets(&self) -> bool {
         false
@@ -102,8 +112,8 @@ pub trait Int8Weights: Sync {
         false
     }
     /// Decodes rows `row0..row0 + nrows`, columns `col0..col0 + ncols` (`col0` a multiple of
-    /// [`GROUP`]) into `panel`: codes at `panel.codes[r·ld + (c − col0)]`, and for each of the
-    /// `ncols.div_ceil(GROUP)` groups its scale (and offset, and code sum) at `[r·gs + g]`,
+    /// [`Int8Weights::group`]) into `panel`: codes at `panel.codes[r·ld + (c − col0)]`, and for
+    /// each of the `ncols.div_ceil(group)` groups its scale (and offset, and code sum) at `[r·gs + g]`,
     /// with the decoders of the kernel table `k`.
     fn decode_int8(&self, k: &Kernels, b: Block, panel: &mut Int8Panel);
     /// Optional hint: the given block will be decoded soon.
@@ -120,6 +130,9 @@ impl<W: Int8Weights + ?Sized> Int8Weights for &W {
     }
     fn code_range(&self) -> CodeRange {
         (**self).code_range()
+    }
+    fn group(&self) -> usize {
+        (**self).group()
     }
     fn has_offsets(&self) -> bool {
         (**self).has_offsets()

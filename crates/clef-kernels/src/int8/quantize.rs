@@ -1,5 +1,5 @@
 //! Activation quantization for the integer matrix products: each row, per group of
-//! [`GROUP`] columns, to signed codes of at most [`ActivationBits::max`] with one f32 scale,
+//! [`GROUP`] columns (or the weights' own group, 32 or 16 for ggml's block types), to signed codes of at most [`ActivationBits::max`] with one f32 scale,
 //! plus the group's code sum (which the 4-bit affine format's offset term needs).
 //!
 //! For a group with `amax = max |x|` and `M` the bound (127 for 8 bits, 63 for 7): `scale =
@@ -35,12 +35,14 @@ impl ActivationBits {
     }
 }
 
-/// `m` rows of `k` columns quantized per group: `codes` `[m × groups·GROUP]` (zero-padded),
-/// `scales` and `sums` `[m × groups]`.
+/// `m` rows of `k` columns quantized per group of `group` columns: `codes`
+/// `[m × groups·group]` (zero-padded), `scales` and `sums` `[m × groups]`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct QuantizedRows {
     pub m: usize,
     pub k: usize,
+    /// Columns per group.
+    pub group: usize,
     pub groups: usize,
     pub codes: Vec<i8>,
     pub scales: Vec<f32>,
@@ -50,14 +52,15 @@ pub struct QuantizedRows {
 impl QuantizedRows {
     /// Padded row length of `codes`.
     pub fn stride(&self) -> usize {
-        self.groups * GROUP
+        self.groups * self.group
     }
 
-    fn reset(&mut self, m: usize, k: usize) {
+    fn reset(&mut self, m: usize, k: usize, group: usize) {
         self.m = m;
         self.k = k;
-        self.groups = k.div_ceil(GROUP);
-        let stride = self.groups * GROUP;
+        self.group = group;
+        self.groups = k.div_ceil(group);
+        let stride = self.groups * group;
         self.codes.clear();
         self.codes.resize(m * stride, 0);
         self.scales.clear();
@@ -92,8 +95,23 @@ pub fn quantize_rows_with(
     k: usize,
     out: &mut QuantizedRows,
 ) {
+    quantize_rows_grouped(kt, bits, GROUP, x, m, k, out)
+}
+
+/// [`quantize_rows_with`] in groups of `group` columns (any positive width; the integer
+/// product uses [`GROUP`] or the weights' own, `crate::int8::Int8Weights::group`).
+pub fn quantize_rows_grouped(
+    kt: &Kernels,
+    bits: ActivationBits,
+    group: usize,
+    x: &[f32],
+    m: usize,
+    k: usize,
+    out: &mut QuantizedRows,
+) {
     assert_eq!(x.len(), m * k, "x must be m × k");
-    out.reset(m, k);
+    assert!(group > 0, "groups of at least one column");
+    out.reset(m, k, group);
     if k == 0 {
         return;
     }
@@ -104,11 +122,11 @@ pub fn quantize_rows_with(
         let row = &x[i * k..(i + 1) * k];
         let codes = &mut out.codes[i * stride..(i + 1) * stride];
         for g in 0..groups {
-            let c0 = g * GROUP;
-            let src = &row[c0..k.min(c0 + GROUP)];
+            let c0 = g * group;
+            let src = &row[c0..k.min(c0 + group)];
             let dst = &mut codes[c0..c0 + src.len()];
             // SAFETY: the table's functions run on this CPU; `dst` and `src` have equal
-            // lengths ≤ GROUP.
+            // lengths.
             let (scale, sum) = unsafe { (kt.quantize_group)(max, src, dst) };
             out.scales[i * groups + g] = scale;
             out.sums[i * groups + g] = sum;

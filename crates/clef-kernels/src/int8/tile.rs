@@ -4,22 +4,33 @@
 //! A tile computes `C[MR × MP]` for `MR` weight rows (the broadcast operand, int8 codes in a
 //! row-major panel of stride [`KC`]) and `MP` activation rows (the vector operand, packed as
 //! 32-bit words of four consecutive codes: step `s` (columns `4s..4s + 4`), lane `b` at
-//! `x[(s·MP + b)·4..]`), over `groups` whole groups of [`GROUP`] columns, applying each group's
-//! scales as it ends (module docs of [`super`]). Unsigned tiles read the activations as
+//! `x[(s·MP + b)·4..]`), over `groups` whole groups of `4 · steps` columns, applying each
+//! group's scales as it ends (module docs of [`super`]). Unsigned tiles read the activations as
 //! `qx + bias` bytes and undo the bias with `−bias · Σ qw` per (row, group).
+//!
+//! The group is [`GROUP`] = 64 columns for the project's own formats and 32 or 16 for ggml's
+//! block types (their scales cover 32 or 16 values); every tile but AMX's, whose operand tiles
+//! are shaped for 64 columns, takes any multiple of 16 ([`Int8Tile::fixed_group`]).
 
 use super::GROUP;
 
 /// Columns of one k-block of the integer product (8 groups; a block of 16 × 12 weight rows is
 /// 96 KiB of codes, which stays in L2).
 pub(crate) const KC: usize = 512;
-/// Code steps (4 columns each) per group.
+/// Code steps (4 columns each) per group of [`GROUP`] columns.
 pub(crate) const STEPS: usize = GROUP / 4;
+/// The group sizes the tiles take: multiples of 16 columns (the AVX2 4-bit tile widens its
+/// pair sums every 4 steps) that divide [`KC`].
+pub(crate) fn group_is_supported(group: usize) -> bool {
+    group >= 16 && group.is_multiple_of(16) && KC.is_multiple_of(group)
+}
 
 /// Raw operands of one tile; the driver checks every extent before building one.
 pub(crate) struct TileArgs {
     /// Whole groups in this k-block.
     pub groups: usize,
+    /// Code steps (4 columns) per group: `group / 4`.
+    pub steps: usize,
     /// Weight codes: row `a`, column `c` at `w[a·KC + c]`.
     pub w: *const i8,
     /// Weight scales, offsets and (unsigned tiles) `−bias · Σ codes`: row `a`, group `g` at
@@ -52,6 +63,9 @@ pub(crate) struct Int8Tile {
     pub mp: usize,
     /// Activations are packed as `qx + x_bias` (u8; 0: signed `qx` as i8).
     pub x_bias: i32,
+    /// Takes only groups of [`GROUP`] columns (AMX); the table then multiplies other group
+    /// sizes with its `int8_any_group` tile.
+    pub fixed_group: bool,
     pub plain: TileFn,
     pub affine: TileFn,
 }
@@ -62,6 +76,7 @@ pub(crate) fn portable_tile() -> Int8Tile {
         mr: portable::MR,
         mp: portable::MP,
         x_bias: 0,
+        fixed_group: false,
         plain: portable::tile::<false>,
         affine: portable::tile::<true>,
     }
@@ -101,8 +116,7 @@ pub(crate) fn finish_group(
 
 /// Portable Rust: a 4 × 8 tile over signed activation codes.
 mod portable {
-    use super::{finish_group, TileArgs, KC, STEPS};
-    use crate::int8::GROUP;
+    use super::{finish_group, TileArgs, KC};
 
     pub(super) const MR: usize = 4;
     pub(super) const MP: usize = 8;
@@ -112,9 +126,9 @@ mod portable {
     pub(super) unsafe fn tile<const AFFINE: bool>(t: &TileArgs) {
         for g in 0..t.groups {
             let mut dots = [[0i32; MP]; MR];
-            for s in 0..STEPS {
-                let col = g * GROUP + 4 * s;
-                let xs = t.x.add((g * STEPS + s) * MP * 4).cast::<i8>();
+            for s in 0..t.steps {
+                let col = 4 * (g * t.steps + s);
+                let xs = t.x.add((g * t.steps + s) * MP * 4).cast::<i8>();
                 for (a, row) in dots.iter_mut().enumerate() {
                     let w = t.w.add(a * KC + col);
                     for (b, d) in row.iter_mut().enumerate() {

@@ -123,6 +123,8 @@ pub(crate) mod int8 {
         if t.groups == 0 {
             return;
         }
+        // The operand tiles are 64 columns: one group of `GROUP` (`Int8Tile::fixed_group`).
+        debug_assert_eq!(t.steps, STEPS);
         amx::configure();
         let mut acc = MaybeUninit::<Acc>::uninit();
         let ap = acc.as_mut_ptr().cast::<f32>();

@@ -17,6 +17,7 @@ pub(crate) fn avx2_tiles() -> (Int8Tile, Int8Tile, Int8Tile) {
         mr: TERNARY_MR,
         mp: bytes::MP,
         x_bias: 128,
+        fixed_group: false,
         plain: bytes::tile::<TERNARY_MR, false, false>,
         affine: bytes::tile::<TERNARY_MR, false, true>,
     };
@@ -24,6 +25,7 @@ pub(crate) fn avx2_tiles() -> (Int8Tile, Int8Tile, Int8Tile) {
         mr: nibbles::MR,
         mp: nibbles::MP,
         x_bias: 128,
+        fixed_group: false,
         plain: nibbles::tile::<false>,
         affine: nibbles::tile::<true>,
     };
@@ -32,6 +34,7 @@ pub(crate) fn avx2_tiles() -> (Int8Tile, Int8Tile, Int8Tile) {
         mp: bytes::MP,
         // 7-bit activations (`CodeRange::activation_bits`): `qx + 64` ≤ 127.
         x_bias: 64,
+        fixed_group: false,
         plain: bytes::tile::<BYTE_MR, true, false>,
         affine: bytes::tile::<BYTE_MR, true, true>,
     };
@@ -44,6 +47,7 @@ pub(crate) fn avxvnni_tile() -> Int8Tile {
         mr: ymm::MR,
         mp: ymm::MP,
         x_bias: 128,
+        fixed_group: false,
         plain: ymm::tile::<false>,
         affine: ymm::tile::<true>,
     }
@@ -55,6 +59,7 @@ pub(crate) fn avx512vnni_tile() -> Int8Tile {
         mr: zmm::MR,
         mp: zmm::MP,
         x_bias: 128,
+        fixed_group: false,
         plain: zmm::tile::<false>,
         affine: zmm::tile::<true>,
     }

@@ -68,13 +68,12 @@ macro_rules! finish_group_avx512 {
 }
 pub(crate) use finish_group_avx512;
 
-/// 4-bit codes (0..=15) against `qx + 128`, 3 × 16: pair sums ≤ 2 · 255 · 15 = 7,650, so four
+/// 4-bit codes (|q| ≤ 15) against `qx + 128`, 3 × 16: pair sums ≤ 2 · 255 · 15 = 7,650, so four
 /// steps add up in 16 bits (≤ 30,600) before one `vpmaddwd` + `vpaddd` widens them: a quarter of
 /// the widening work of widening every step (1.05-1.1× faster on Zen 4 at m = 128 and 512); 3
 /// rows, so that the 16-bit and 32-bit accumulators fit the 16 registers.
 pub(crate) mod nibbles {
-    use crate::int8::tile::{TileArgs, KC, STEPS};
-    use crate::int8::GROUP;
+    use crate::int8::tile::{TileArgs, KC};
     use std::arch::x86_64::*;
 
     pub(crate) const MR: usize = 3;
@@ -85,16 +84,16 @@ pub(crate) mod nibbles {
 
     /// # Safety
     /// AVX2 must be available, `t` must satisfy [`crate::int8::tile::Int8Tile::run`] and every
-    /// code must lie in 0..=15.
+    /// code must lie in −15..=15 (the bound above holds for either sign).
     #[target_feature(enable = "avx2,fma")]
     pub(crate) unsafe fn tile<const AFFINE: bool>(t: &TileArgs) {
         let ones = _mm256_set1_epi16(1);
         for g in 0..t.groups {
             let mut acc: [[__m256i; NV]; MR] =
                 std::array::from_fn(|a| [_mm256_set1_epi32(*t.wcorr.add(a * t.gs + g)); NV]);
-            let mut xp = t.x.add(g * STEPS * MP * 4);
-            let mut wp = t.w.add(g * GROUP);
-            for _ in 0..STEPS / SPAN {
+            let mut xp = t.x.add(g * t.steps * MP * 4);
+            let mut wp = t.w.add(g * 4 * t.steps);
+            for _ in 0..t.steps / SPAN {
                 let mut part = [[_mm256_setzero_si256(); NV]; MR];
                 for _ in 0..SPAN {
                     let xv = [
@@ -130,15 +129,14 @@ pub(crate) mod nibbles {
 /// - ternary codes against `qx + 128` (6 rows, `WIDEN_EACH_STEP = false`): a pair sum is at most
 ///   2 · 255 · 1 = 510, so a whole group's 16 steps add up in 16 bits (≤ 8,160) before one
 ///   `vpmaddwd`: two instructions per 32 multiply-adds;
-/// - 8-bit codes (−127..=127) against 7-bit activations `qx + 64` ≤ 127 (5 rows, `true`): pair
-///   sums ≤ 2 · 127 · 127 = 32,258 fit 16 bits only one step at a time, so each step's are
+/// - 8-bit codes (−128..=127) against 7-bit activations `qx + 64` ≤ 127 (5 rows, `true`): pair
+///   sums ≤ 2 · 127 · 128 = 32,512 fit 16 bits only one step at a time, so each step's are
 ///   widened at once (`vpmaddubsw`, `vpmaddwd`, `vpaddd`: three instructions per 32
 ///   multiply-adds). 5 rows: 6 spill an accumulator per step.
 ///
 /// The bias is undone by `−bias · Σ qw` at the group's end.
 pub(crate) mod bytes {
-    use crate::int8::tile::{TileArgs, KC, STEPS};
-    use crate::int8::GROUP;
+    use crate::int8::tile::{TileArgs, KC};
     use std::arch::x86_64::*;
 
     const NV: usize = 2;
@@ -156,9 +154,9 @@ pub(crate) mod bytes {
         for g in 0..t.groups {
             // 32-bit sums when widening each step, 16-bit pair sums otherwise.
             let mut acc = [[_mm256_setzero_si256(); NV]; MR];
-            let mut xp = t.x.add(g * STEPS * MP * 4);
-            let mut wp = t.w.add(g * GROUP);
-            for _ in 0..STEPS {
+            let mut xp = t.x.add(g * t.steps * MP * 4);
+            let mut wp = t.w.add(g * 4 * t.steps);
+            for _ in 0..t.steps {
                 let xv = [
                     _mm256_loadu_si256(xp.cast()),
                     _mm256_loadu_si256(xp.add(32).cast()),
@@ -200,8 +198,7 @@ pub(crate) mod bytes {
 /// (docs/performance.md, "Integer matrix products"). The activation panel is 64 rows, so a
 /// product of fewer rows pads up to 64.
 pub(crate) mod zmm {
-    use crate::int8::tile::{TileArgs, KC, STEPS};
-    use crate::int8::GROUP;
+    use crate::int8::tile::{TileArgs, KC};
     use std::arch::x86_64::*;
 
     pub(crate) const MR: usize = 6;
@@ -219,9 +216,9 @@ pub(crate) mod zmm {
                 let corr = _mm512_set1_epi32(*t.wcorr.add(a * t.gs + g));
                 *row = [corr; NV];
             }
-            let mut xp = t.x.add(g * STEPS * MP * 4);
-            let mut wp = t.w.add(g * GROUP);
-            for _ in 0..STEPS {
+            let mut xp = t.x.add(g * t.steps * MP * 4);
+            let mut wp = t.w.add(g * 4 * t.steps);
+            for _ in 0..t.steps {
                 let xv: [__m512i; NV] =
                     std::array::from_fn(|v| _mm512_loadu_si512(xp.add(64 * v).cast()));
                 for (a, row) in acc.iter_mut().enumerate() {
@@ -244,8 +241,7 @@ pub(crate) mod zmm {
 
 /// AVX-VNNI (256-bit), 6 × 16 (12 ymm accumulators).
 pub(crate) mod ymm {
-    use crate::int8::tile::{TileArgs, KC, STEPS};
-    use crate::int8::GROUP;
+    use crate::int8::tile::{TileArgs, KC};
     use std::arch::x86_64::*;
 
     pub(crate) const MR: usize = 6;
@@ -263,9 +259,9 @@ pub(crate) mod ymm {
                 let corr = _mm256_set1_epi32(*t.wcorr.add(a * t.gs + g));
                 *row = [corr; NV];
             }
-            let mut xp = t.x.add(g * STEPS * MP * 4);
-            let mut wp = t.w.add(g * GROUP);
-            for _ in 0..STEPS {
+            let mut xp = t.x.add(g * t.steps * MP * 4);
+            let mut wp = t.w.add(g * 4 * t.steps);
+            for _ in 0..t.steps {
                 let xv = [
                     _mm256_loadu_si256(xp.cast()),
                     _mm256_loadu_si256(xp.add(32).cast()),

@@ -247,9 +247,12 @@ pub(crate) fn install(k: &mut Kernels, f: Features) {
             mr: amx_tiles::MR,
             mp: amx_tiles::MP,
             x_bias: 0,
+            fixed_group: true,
             plain: amx_tiles::int8::tile::<false>,
             affine: amx_tiles::int8::tile::<true>,
         };
+        // The VNNI tile stays for ggml's 32- and 16-column groups.
+        k.int8_any_group = k.int8_byte;
         (k.int8_ternary, k.int8_nibble, k.int8_byte) = (t, t, t);
         k.int8_peak = peak::int8_amx;
         k.set_name(Family::Int8Tile, "amx");

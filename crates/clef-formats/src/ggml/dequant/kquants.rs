@@ -57,7 +57,7 @@ pub(super) fn q2_k(b: &[u8; Q2_K], y: &mut [f32; QK_K]) {
 /// Q3_K's 16 scales: 6 bits each, the low 4 in the nibbles of bytes 0..8 (scale `k` in byte
 /// `k % 8`, low nibble for `k < 8`), the high 2 in bytes 8..12 (scale `k` in byte `8 + k % 4`,
 /// bits `2(k / 4)`), stored with an offset of 32.
-fn q3_k_scales(s: &[u8]) -> [i8; 16] {
+pub(super) fn q3_k_scales(s: &[u8]) -> [i8; 16] {
     let mut out = [0i8; 16];
     for (k, out) in out.iter_mut().enumerate() {
         let lo = if k < 8 { s[k] & 0x0f } else { s[k - 8] >> 4 };
@@ -91,7 +91,7 @@ pub(super) fn q3_k(b: &[u8; Q3_K], y: &mut [f32; QK_K]) {
 /// The 8 (scale, min) pairs of Q4_K and Q5_K, 6 bits each, from 12 bytes: pair `j < 4` is the
 /// low 6 bits of bytes `j` and `j + 4`; pair `j ≥ 4` takes its low 4 bits from the nibbles of
 /// byte `j + 4` and its high 2 from the top bits of bytes `j − 4` and `j`.
-fn scale_min_k4(s: &[u8]) -> [(u8, u8); 8] {
+pub(super) fn scale_min_k4(s: &[u8]) -> [(u8, u8); 8] {
     let mut out = [(0, 0); 8];
     for (j, out) in out.iter_mut().enumerate() {
         *out = if j < 4 {

@@ -59,7 +59,7 @@ pub(super) fn q4_1(b: &[u8; Q4_1], y: &mut [f32; 32]) {
 }
 
 /// The 5-bit codes of Q5_0/Q5_1: nibble of `qs` plus bit `i` of `qh` as the fifth bit.
-fn five_bit(qh: u32, qs: &[u8], codes: &mut [u8; 32]) {
+pub(super) fn five_bit(qh: u32, qs: &[u8], codes: &mut [u8; 32]) {
     for j in 0..16 {
         let hi0 = ((qh >> j) & 1) as u8;
         let hi1 = ((qh >> (j + 16)) & 1) as u8;

@@ -50,10 +50,13 @@
 
 mod float;
 mod grids;
+mod integer;
 mod iquants;
 mod kquants;
 mod legacy;
 mod ternary;
+
+pub use integer::{integer_form, integer_row, IntegerForm};
 
 use super::GgmlType;
 use crate::error::{FormatError, Result};
