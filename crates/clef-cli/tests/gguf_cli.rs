@@ -39,18 +39,26 @@ fn decide_answers_from_a_gguf_file() {
     assert!(o.status.success(), "{}", text(&o));
     assert!(text(&o).contains("\"billing\""), "{}", text(&o));
 
-    // the integer path does not take ggml blocks yet: asking for it is refused, saying why
+    // Q8_0 blocks run the integer product (the default) or the exact one, as asked; a file
+    // with no integer-form type is refused the integer product, saying why
+    for mode in ["int8", "exact"] {
+        let o = clef(&["decide", "--matmul", mode, "--model", s(&file), s(&request)]);
+        assert!(o.status.success(), "{mode}: {}", text(&o));
+        assert!(text(&o).contains("\"billing\""), "{}", text(&o));
+    }
+    let bf16 = fixtures().join("gguf/nano-bf16.gguf");
     let o = clef(&[
         "decide",
         "--matmul",
         "int8",
         "--model",
-        s(&file),
+        s(&bf16),
         s(&request),
     ]);
     assert!(!o.status.success());
     assert!(
-        text(&o).contains("GGUF file (its ggml block types run on the exact path"),
+        text(&o).contains("--matmul int8 needs integer weights")
+            && text(&o).contains("this GGUF file has none"),
         "{}",
         text(&o)
     );
@@ -91,6 +99,8 @@ fn serve_answers_from_a_gguf_file() {
         text.contains(r#""format":"gguf F32×113 Q4_0×104""#),
         "{text}"
     );
-    assert!(text.contains(r#""matmul":"exact""#), "{text}");
+    // the integer product by default (Q4_0 blocks), on a tile that takes 32-column groups
+    assert!(text.contains(r#""matmul":"int8""#), "{text}");
+    assert!(!text.contains(r#""matmul_isa":"amx""#), "{text}");
     assert!(text.contains(r#""file":"nano-q4_0.gguf""#), "{text}");
 }

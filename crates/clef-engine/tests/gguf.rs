@@ -7,6 +7,7 @@ use clef_encode::Truncation;
 use clef_engine::{DecideOptions, Engine, EngineConfig};
 use clef_gguf::write::Writer;
 use clef_gguf::{GgmlType, Value};
+use clef_model::MatmulMode;
 use serde_json::Value as JsonValue;
 use std::path::{Path, PathBuf};
 
@@ -14,11 +15,19 @@ fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
 }
 
+/// `model` loaded with the reference's limits, running its default arithmetic (the integer
+/// product for a file with integer-form block types, else the exact one).
 fn engine(model: &Path) -> Engine {
-    let cfg = EngineConfig {
+    engine_with(model, None)
+}
+
+/// [`engine`] with the linears' arithmetic chosen.
+fn engine_with(model: &Path, matmul: Option<MatmulMode>) -> Engine {
+    let mut cfg = EngineConfig {
         limits: Limits::reference(),
         ..Default::default()
     };
+    cfg.run.matmul = matmul;
     Engine::load(model, cfg).unwrap_or_else(|e| panic!("{}: {e}", model.display()))
 }
 
@@ -222,8 +231,9 @@ fn widened(file: &Path, dir: &Path) -> PathBuf {
     out
 }
 
-/// Every block type the fixtures hold answers as the same file with its blocks widened to
-/// F32: the panel decoder reads the values ggml defines, and the product is the exact one.
+/// Every block type the fixtures hold answers, on the exact path, as the same file with its
+/// blocks widened to F32: the panel decoder reads the values ggml defines, and the product is
+/// the exact one.
 #[test]
 fn block_typed_files_answer_as_their_widened_values() {
     // the kq files (K- and I-quants, random weights at widths of 256) take nano's requests:
@@ -243,7 +253,8 @@ fn block_typed_files_answer_as_their_widened_values() {
     ] {
         let path = fixtures().join("gguf").join(file);
         let dir = tempfile::tempdir().unwrap();
-        let (blocks, plain) = (engine(&path), engine(&widened(&path, dir.path())));
+        let blocks = engine_with(&path, Some(MatmulMode::Exact));
+        let plain = engine(&widened(&path, dir.path()));
         let mut max = 0.0f32;
         for g in goldens(model).into_iter().filter(|g| !g.media).take(6) {
             let d = worst(&logits(&blocks, &g).unwrap(), &logits(&plain, &g).unwrap());
@@ -251,6 +262,19 @@ fn block_typed_files_answer_as_their_widened_values() {
             max = max.max(d);
         }
         eprintln!("{file}: max |Δ logit| against its widened values {max:.2e}");
+        // By default every one of these files runs the integer product (each holds an
+        // integer-form type; the tile tests of clef-kernels check its arithmetic, and nano's
+        // files its fidelity): it answers, with finite logits.
+        let int8 = engine(&path);
+        assert_eq!(int8.description().matmul, MatmulMode::Int8.name(), "{file}");
+        for g in goldens(model).into_iter().filter(|g| !g.media).take(2) {
+            let l = logits(&int8, &g).unwrap();
+            assert!(
+                l.iter().flatten().all(|v| v.is_finite()),
+                "{file} {}",
+                g.name
+            );
+        }
     }
 }
 
@@ -453,18 +477,35 @@ fn answers(d: &clef_engine::Decision) -> Vec<usize> {
 }
 
 /// nano's quantized GGUFs on its 300 labelled records (the judge of quantization: random-weight
-/// models are chaotic under any weight error): Q8_0 keeps every answer of the release within
-/// the q8 bundle's bound (max |Δp| ≤ 0.005), Q4_0 at least 297 of 300.
+/// models are chaotic under any weight error), on the exact path and on the integer path (their
+/// default): Q8_0 keeps every answer of the release within the q8 bundle's bound (max |Δp| ≤
+/// 0.005) on both, Q4_0 at least 297 of 300 on both.
 #[test]
 fn nano_quantized_ggufs_keep_the_releases_answers() {
     let release = engine(&fixtures().join("models/nano"));
-    let files = ["nano-q8_0.gguf", "nano-q4_0.gguf"];
-    let quantized: Vec<Engine> = files
+    let runs = [
+        ("nano-q8_0.gguf", MatmulMode::Exact),
+        ("nano-q8_0.gguf", MatmulMode::Int8),
+        ("nano-q4_0.gguf", MatmulMode::Exact),
+        ("nano-q4_0.gguf", MatmulMode::Int8),
+    ];
+    let quantized: Vec<Engine> = runs
         .iter()
-        .map(|f| engine(&fixtures().join("gguf").join(f)))
+        .map(|(f, mode)| engine_with(&fixtures().join("gguf").join(f), Some(*mode)))
         .collect();
+    for (e, (f, mode)) in quantized.iter().zip(&runs) {
+        let d = e.description();
+        assert_eq!(d.matmul, mode.name(), "{f}");
+    }
+    assert_eq!(
+        engine(&fixtures().join("gguf/nano-q4_0.gguf"))
+            .description()
+            .matmul,
+        MatmulMode::Int8.name(),
+        "a file of integer-form types runs the integer product by default"
+    );
     let text = std::fs::read_to_string(fixtures().join("records/nano_eval.jsonl")).unwrap();
-    let (mut questions, mut agree, mut max_dp) = (0usize, [0usize; 2], [0.0f64; 2]);
+    let (mut questions, mut agree, mut max_dp) = (0usize, [0usize; 4], [0.0f64; 4]);
     for line in text.lines() {
         let raw = clef_api::parse_json(line.as_bytes()).unwrap();
         let clef_api::Json::Object(obj) = &raw else {
@@ -501,16 +542,29 @@ fn nano_quantized_ggufs_keep_the_releases_answers() {
             max_dp[i] = max_dp[i].max(dp);
         }
     }
-    for (i, f) in files.iter().enumerate() {
+    for (i, (f, mode)) in runs.iter().enumerate() {
         eprintln!(
-            "{f}: {} of {questions} answers kept, max |Δp| {:.2e}",
-            agree[i], max_dp[i]
+            "{f} ({}): {} of {questions} answers kept, max |Δp| {:.2e}",
+            mode.name(),
+            agree[i],
+            max_dp[i]
         );
     }
     assert_eq!(questions, 300);
-    assert_eq!(agree[0], 300, "Q8_0");
-    assert!(max_dp[0] <= 0.005, "Q8_0 max |Δp| {}", max_dp[0]);
-    assert!(agree[1] >= 297, "Q4_0 kept {}", agree[1]);
+    for i in [0, 1] {
+        assert_eq!(agree[i], 300, "Q8_0 {:?}", runs[i].1);
+        assert!(
+            max_dp[i] <= 0.005,
+            "Q8_0 {:?} max |Δp| {}",
+            runs[i].1,
+            max_dp[i]
+        );
+    }
+    for i in [2, 3] {
+        assert!(agree[i] >= 297, "Q4_0 {:?} kept {}", runs[i].1, agree[i]);
+    }
+    // the integer path is a different arithmetic, not the exact one again
+    assert!(max_dp[1] != max_dp[0] && max_dp[3] != max_dp[2]);
 }
 
 /// What `/v1/models`, `clef bench` and the start-up log report as the stored format: the

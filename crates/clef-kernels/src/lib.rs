@@ -62,6 +62,9 @@ pub use matmul::{
     matmul, matmul_bias, matmul_bias_scalar, matmul_panels, matmul_scalar, matmul_with,
 };
 pub use norm::{l2_normalize, layer_norm, rms_norm, rms_norm_gated, rms_norm_gated_with};
-pub use peak::{measure_bf16_peak_gflops, measure_fma_peak_gflops, measure_int8_peak_gops};
+pub use peak::{
+    measure_bf16_peak_gflops, measure_fma_peak_gflops, measure_int8_peak_gops,
+    measure_int8_peak_gops_for,
+};
 pub use rotation::{rotate_groups_into, rotate_groups_into_with, ROTATION_GROUP};
 pub use weights::{Block, PanelDecode, WeightData, WeightView};

@@ -363,10 +363,23 @@ impl Model {
         self.format
     }
 
-    /// Whether any backbone linear has integer codes (q8, ternary, 4-bit), i.e. can run
+    /// Whether any backbone linear has integer codes (q8, ternary, 4-bit, ggml's integer
+    /// types), i.e. can run
     /// [`MatmulMode::Int8`].
     pub fn has_integer_weights(&self) -> bool {
         self.any_backbone_linear(Linear::has_integer_path)
+    }
+
+    /// Columns per scale group of its integer weights, which picks the integer tile on a
+    /// machine whose fastest tile is fixed to 64 (AMX): ggml's block types scale every 32 or 16
+    /// values (both run on the same tiles, so 32 stands for either), the project's formats
+    /// every [`clef_kernels::int8::GROUP`].
+    pub fn integer_group(&self) -> usize {
+        if self.gguf.is_some() {
+            32
+        } else {
+            clef_kernels::int8::GROUP
+        }
     }
 
     /// Whether any backbone linear is stored in bf16, i.e. can run [`MatmulMode::Bf16`].
@@ -396,13 +409,10 @@ impl Model {
 
     /// The arithmetic a run with `opts` uses, or an error when it asks for the integer product
     /// of a model that has no integer weights.
-    /// What was loaded, for messages: `release`, `<format> bundle`, or `GGUF file (its ggml
-    /// block types run on the exact path, docs/gguf.md)`.
+    /// What was loaded, for messages: `release`, `<format> bundle`, or `GGUF file`.
     fn kind(&self) -> String {
         match (&self.gguf, self.format) {
-            (Some(_), _) => {
-                "GGUF file (its ggml block types run on the exact path, docs/gguf.md)".into()
-            }
+            (Some(_), _) => "GGUF file".into(),
             (None, Some(f)) => format!("{f} bundle"),
             (None, None) => "release".into(),
         }
@@ -413,7 +423,7 @@ impl Model {
             None => Ok(self.default_matmul()),
             Some(MatmulMode::Int8) if !self.has_integer_weights() => Err(ModelError::Input(
                 format!(
-                    "--matmul int8 needs integer weights (a q8 or clef-ternary-v1 bundle); this {} has none",
+                    "--matmul int8 needs integer weights (a q8 or clef-ternary-v1 bundle, or a GGUF file in Q8_0, Q4_K or another type with an integer form, docs/gguf.md); this {} has none",
                     self.kind()
                 ),
             )),

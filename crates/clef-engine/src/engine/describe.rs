@@ -112,7 +112,7 @@ impl Engine {
         let k = Kernels::detected();
         KernelSets {
             isa: k.level(),
-            int8_isa: k.implementation(Family::Int8Tile),
+            int8_isa: k.int8_implementation(self.model.integer_group()),
             bf16_isa: k.bf16_unit(),
             f32_isa: k.implementation(Family::F32Tile),
             refused: clef_kernels::cpu::refusal(),

@@ -173,6 +173,8 @@ pub struct Kernels {
     /// For groups other than [`crate::int8::GROUP`] where the code range's tile is fixed to
     /// 64 columns (AMX): the VNNI tile the AMX level builds on.
     pub(crate) int8_any_group: Int8Tile,
+    pub(crate) int8_any_group_name: &'static str,
+    pub(crate) int8_any_group_peak: PeakFn,
     pub(crate) bf16_tile: Bf16Tile,
 
     // weight decoding
@@ -249,6 +251,8 @@ impl Kernels {
             int8_nibble: int8::tile::portable_tile(),
             int8_byte: int8::tile::portable_tile(),
             int8_any_group: int8::tile::portable_tile(),
+            int8_any_group_name: "portable",
+            int8_any_group_peak: peak::int8_batch_portable,
             bf16_tile: crate::bf16::tile::portable_tile(),
             widen_bf16: crate::decode::bf16_scalar,
             widen_f16: crate::decode::f16_scalar,
@@ -401,6 +405,16 @@ impl Kernels {
         match self.implementation(Family::Bf16Tile) {
             "portable" => None,
             name => Some(name),
+        }
+    }
+
+    /// What runs the integer products of weights with scale groups of `group` columns (the
+    /// [`Family::Int8Tile`] name, or the tile that takes the groups AMX does not).
+    pub fn int8_implementation(&self, group: usize) -> &'static str {
+        if self.int8_byte.fixed_group && group != crate::int8::GROUP {
+            self.int8_any_group_name
+        } else {
+            self.implementation(Family::Int8Tile)
         }
     }
 

@@ -253,6 +253,8 @@ pub(crate) fn install(k: &mut Kernels, f: Features) {
         };
         // The VNNI tile stays for ggml's 32- and 16-column groups.
         k.int8_any_group = k.int8_byte;
+        k.int8_any_group_name = k.implementation(Family::Int8Tile);
+        k.int8_any_group_peak = k.int8_peak;
         (k.int8_ternary, k.int8_nibble, k.int8_byte) = (t, t, t);
         k.int8_peak = peak::int8_amx;
         k.set_name(Family::Int8Tile, "amx");

@@ -220,9 +220,13 @@ fn iq4_xs(b: &[u8; 136], o: Out<QK_K, 8>) {
 /// Q2_K and Q3_K: element `128·half + 32·k + l` has its two low bits at bits `2k..2k+2` of
 /// `qs[32·half + l]`.
 fn two_bit(qs: &[u8], codes: &mut [i8; QK_K]) {
-    for (i, c) in codes.iter_mut().enumerate() {
-        let (half, k, l) = (i / 128, (i / 32) % 4, i % 32);
-        *c = ((qs[32 * half + l] >> (2 * k)) & 3) as i8;
+    // Runs of 32 in order (half, k), each a loop over 32 contiguous bytes the compiler
+    // vectorizes: the decoders run once per weight panel, in the product's inner loop.
+    for (run, out) in codes.as_chunks_mut::<32>().0.iter_mut().enumerate() {
+        let (half, k) = (run / 4, run % 4);
+        for (c, &q) in out.iter_mut().zip(&qs[32 * half..32 * half + 32]) {
+            *c = ((q >> (2 * k)) & 3) as i8;
+        }
     }
 }
 
@@ -243,11 +247,11 @@ fn q3_k(b: &[u8; 110], o: Out<QK_K, 16>) {
     }
     two_bit(&b[32..96], o.codes);
     let hmask = &b[..32];
-    for (i, c) in o.codes.iter_mut().enumerate() {
-        let (half, k, l) = (i / 128, (i / 32) % 4, i % 32);
-        // The high bit is stored inverted: clear means 4 is subtracted.
-        if (hmask[l] >> (4 * half + k)) & 1 == 0 {
-            *c -= 4;
+    for (run, out) in o.codes.as_chunks_mut::<32>().0.iter_mut().enumerate() {
+        // Run `run` = 4·half + k takes bit `run` of each hmask byte, stored inverted: clear
+        // means 4 is subtracted.
+        for (c, &h) in out.iter_mut().zip(hmask) {
+            *c -= (((h >> run) & 1) ^ 1) as i8 * 4;
         }
     }
 }
@@ -295,11 +299,15 @@ fn q6_k(b: &[u8; 210], o: Out<QK_K, 16>) {
     for (s, &sc) in o.scales.iter_mut().zip(&b[192..208]) {
         *s = d * f32::from(sc as i8);
     }
-    for (i, c) in o.codes.iter_mut().enumerate() {
-        // Element i = 128·half + 32·r + c.
-        let (half, r, col) = (i / 128, (i / 32) % 4, i % 32);
-        let lo = (ql[64 * half + 32 * (r % 2) + col] >> (4 * (r / 2))) & 0x0f;
-        let hi = (qh[32 * half + col] >> (2 * r)) & 3;
-        *c = (lo | (hi << 4)) as i8 - 32;
+    for (run, out) in o.codes.as_chunks_mut::<32>().0.iter_mut().enumerate() {
+        // Run `run` = 4·half + r: low nibbles of `ql[64·half + 32·(r % 2)..]` (high ones for
+        // r ≥ 2) and bits `2r..2r + 2` of `qh[32·half..]`.
+        let (half, r) = (run / 4, run % 4);
+        let lo = &ql[64 * half + 32 * (r % 2)..64 * half + 32 * (r % 2) + 32];
+        let hi = &qh[32 * half..32 * half + 32];
+        for ((c, &l), &h) in out.iter_mut().zip(lo).zip(hi) {
+            let l = (l >> (4 * (r / 2))) & 0x0f;
+            *c = (l | (((h >> (2 * r)) & 3) << 4)) as i8 - 32;
+        }
     }
 }
