@@ -50,13 +50,13 @@ pub struct VideoPrograms {
 
 /// The kernels' instruction sets (`CLEF_ISA` lowers them): a figure or a bug report means
 /// little without them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelSets {
     /// The level of the kernel table (`scalar`, `avx2`, `avxvnni`, `avx512`, ...).
     pub isa: &'static str,
     /// The integer tiles' (`--matmul int8`: `portable`, `avx2`, `avxvnni`, `avx512vnni`,
     /// `amx`).
-    pub int8_isa: &'static str,
+    pub int8_isa: String,
     /// The bf16 matrix unit (`--matmul bf16`: `amx`), `None` where the mode is refused.
     pub bf16_isa: Option<&'static str>,
     /// The f32 tile (`--matmul exact`).
@@ -67,9 +67,9 @@ pub struct KernelSets {
 
 impl KernelSets {
     /// What runs the linears in `matmul` mode (`amx`, `avx512vnni`, `avx512 12x32`, ...).
-    pub fn matmul_isa(&self, matmul: &str) -> &'static str {
+    pub fn matmul_isa(&self, matmul: &str) -> &str {
         match matmul {
-            "int8" => self.int8_isa,
+            "int8" => &self.int8_isa,
             "bf16" => self.bf16_isa.unwrap_or("portable"),
             _ => self.f32_isa,
         }
@@ -112,10 +112,25 @@ impl Engine {
         let k = Kernels::detected();
         KernelSets {
             isa: k.level(),
-            int8_isa: k.int8_implementation(self.model.integer_group()),
+            int8_isa: self.int8_tiles(k),
             bf16_isa: k.bf16_unit(),
             f32_isa: k.implementation(Family::F32Tile),
             refused: clef_kernels::cpu::refusal(),
+        }
+    }
+}
+
+impl Engine {
+    /// What runs the integer products: the tile for the model's scale groups, and for a GGUF
+    /// file, whose Q6_K, Q3_K and Q2_K blocks scale every 16 values, the tile those take where
+    /// it is another (`amx (16-column groups: avx512vnni)`).
+    fn int8_tiles(&self, k: &Kernels) -> String {
+        let main = k.int8_implementation(self.model.integer_group());
+        let narrow = k.int8_implementation(16);
+        if self.model.gguf().is_some() && narrow != main {
+            format!("{main} (16-column groups: {narrow})")
+        } else {
+            main.to_string()
         }
     }
 }

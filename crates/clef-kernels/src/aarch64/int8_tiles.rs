@@ -92,7 +92,7 @@ pub(crate) fn dotprod_tile() -> Int8Tile {
         mr: MR,
         mp: MP,
         x_bias: 0,
-        fixed_group: false,
+        min_group: 16,
         plain,
         affine,
     }

@@ -170,8 +170,8 @@ pub struct Kernels {
     pub(crate) int8_ternary: Int8Tile,
     pub(crate) int8_nibble: Int8Tile,
     pub(crate) int8_byte: Int8Tile,
-    /// For groups other than [`crate::int8::GROUP`] where the code range's tile is fixed to
-    /// 64 columns (AMX): the VNNI tile the AMX level builds on.
+    /// For groups narrower than the code range's tile takes ([`Int8Tile::min_group`], AMX):
+    /// the VNNI tile the AMX level builds on.
     pub(crate) int8_any_group: Int8Tile,
     pub(crate) int8_any_group_name: &'static str,
     pub(crate) int8_any_group_peak: PeakFn,
@@ -409,9 +409,9 @@ impl Kernels {
     }
 
     /// What runs the integer products of weights with scale groups of `group` columns (the
-    /// [`Family::Int8Tile`] name, or the tile that takes the groups AMX does not).
+    /// [`Family::Int8Tile`] name, or the tile that takes the groups too narrow for AMX's).
     pub fn int8_implementation(&self, group: usize) -> &'static str {
-        if self.int8_byte.fixed_group && group != crate::int8::GROUP {
+        if group < self.int8_byte.min_group {
             self.int8_any_group_name
         } else {
             self.implementation(Family::Int8Tile)
@@ -425,7 +425,7 @@ impl Kernels {
             CodeRange::Nibble => &self.int8_nibble,
             CodeRange::Int8 => &self.int8_byte,
         };
-        if tile.fixed_group && group != crate::int8::GROUP {
+        if group < tile.min_group {
             &self.int8_any_group
         } else {
             tile

@@ -8,17 +8,13 @@
 //! group's scales as it ends (module docs of [`super`]). Unsigned tiles read the activations as
 //! `qx + bias` bytes and undo the bias with `−bias · Σ qw` per (row, group).
 //!
-//! The group is [`GROUP`] = 64 columns for the project's own formats and 32 or 16 for ggml's
-//! block types (their scales cover 32 or 16 values); every tile but AMX's, whose operand tiles
-//! are shaped for 64 columns, takes any multiple of 16 ([`Int8Tile::fixed_group`]).
-
-use super::GROUP;
+//! The group is [`GROUP`](super::GROUP) = 64 columns for the project's own formats and 32 or 16 for ggml's
+//! block types (their scales cover 32 or 16 values); each tile takes every multiple of 16 from
+//! its [`Int8Tile::min_group`] on (the table gives narrower groups to another tile).
 
 /// Columns of one k-block of the integer product (8 groups; a block of 16 × 12 weight rows is
 /// 96 KiB of codes, which stays in L2).
 pub(crate) const KC: usize = 512;
-/// Code steps (4 columns each) per group of [`GROUP`] columns.
-pub(crate) const STEPS: usize = GROUP / 4;
 /// The group sizes the tiles take: multiples of 16 columns (the AVX2 4-bit tile widens its
 /// pair sums every 4 steps) that divide [`KC`].
 pub(crate) fn group_is_supported(group: usize) -> bool {
@@ -63,9 +59,9 @@ pub(crate) struct Int8Tile {
     pub mp: usize,
     /// Activations are packed as `qx + x_bias` (u8; 0: signed `qx` as i8).
     pub x_bias: i32,
-    /// Takes only groups of [`GROUP`] columns (AMX); the table then multiplies other group
-    /// sizes with its `int8_any_group` tile.
-    pub fixed_group: bool,
+    /// The narrowest group the table gives this tile (16, or 32 for AMX, whose products at 16
+    /// columns ran slower than the VNNI tile's); narrower ones go to its `int8_any_group` tile.
+    pub min_group: usize,
     pub plain: TileFn,
     pub affine: TileFn,
 }
@@ -76,7 +72,7 @@ pub(crate) fn portable_tile() -> Int8Tile {
         mr: portable::MR,
         mp: portable::MP,
         x_bias: 0,
-        fixed_group: false,
+        min_group: 16,
         plain: portable::tile::<false>,
         affine: portable::tile::<true>,
     }

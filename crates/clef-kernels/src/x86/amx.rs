@@ -1,9 +1,13 @@
 //! Intel AMX: the operating system's permission, the tile configuration, and every AMX
 //! instruction the crate executes, each as one `asm!` (stable Rust has no AMX intrinsics).
 //!
-//! Every kernel here uses one configuration ([`configure`]): palette 1 with all eight tile
-//! registers 16 rows × 64 bytes, the largest shape, which is what both products want (16 × 16
-//! outputs over 64 int8 or 32 bf16 columns per instruction). The tile registers are named in
+//! The kernels use palette 1 in one of three shapes ([`configure`], [`configure_for`]): tiles
+//! 0-3 (the outputs) 16 rows × 64 bytes, tiles 4-5 (the weights) 16 rows × `K` bytes and tiles
+//! 6-7 (the activations) `K/4` rows × 64 bytes, for `K` = 64 (the largest shape, 16 × 16
+//! outputs over 64 int8 or 32 bf16 columns per instruction: the bf16 tile and the integer
+//! tile's 64-column groups) or 32 (the integer tile's groups for ggml's block types, whose
+//! scales cover 32 values: a product per group ends where its scale does; their 16-column
+//! groups run on the VNNI tile, `amx_tiles::int8::MIN_GROUP`). The tile registers are named in
 //! the instruction text (`tmm0`..`tmm7` cannot be allocated by the compiler), so each wrapper
 //! takes them as const generics; the compiler knows nothing of the tile state, which is sound
 //! because nothing but this module's callers touches it, and a thread's tiles survive context
@@ -27,13 +31,18 @@ struct TileConfig {
     rows: [u8; 16],
 }
 
-const CONFIG: TileConfig = {
+/// The shape for products over `k` bytes of each operand row per instruction (see the module
+/// docs).
+const fn config(k: usize) -> TileConfig {
     let mut colsb = [0u16; 16];
     let mut rows = [0u8; 16];
     let mut t = 0;
     while t < 8 {
-        colsb[t] = ROW_BYTES as u16;
-        rows[t] = ROWS as u8;
+        (colsb[t], rows[t]) = match t {
+            0..=3 => (ROW_BYTES as u16, ROWS as u8),
+            4 | 5 => (k as u16, ROWS as u8),
+            _ => (ROW_BYTES as u16, (k / 4) as u8),
+        };
         t += 1;
     }
     TileConfig {
@@ -43,7 +52,10 @@ const CONFIG: TileConfig = {
         colsb,
         rows,
     }
-};
+}
+
+const CONFIG: TileConfig = config(ROW_BYTES);
+const CONFIG_32: TileConfig = config(32);
 
 /// Asks the operating system for the tile-data state (Linux: `arch_prctl(ARCH_REQ_XCOMP_PERM,
 /// XFEATURE_XTILEDATA)`, once per process, valid for every thread). Without it the first tile
@@ -79,27 +91,45 @@ pub(crate) fn request_permission() -> Result<(), String> {
 }
 
 thread_local! {
-    /// Whether this thread's tiles hold [`CONFIG`].
-    static CONFIGURED: Cell<bool> = const { Cell::new(false) };
+    /// The `K` of the shape this thread's tiles hold (0: none yet).
+    static CONFIGURED: Cell<usize> = const { Cell::new(0) };
 }
 
-/// Loads [`CONFIG`] into this thread's tile configuration, once per thread (`ldtilecfg` also
-/// zeroes every tile, so it is not repeated per call).
+/// Loads the 64-byte shape into this thread's tile configuration unless it holds it already
+/// (`ldtilecfg` also zeroes every tile, so it is not repeated per call).
 ///
 /// # Safety
 /// The CPU must have AMX-TILE and the process the permission ([`request_permission`]).
 #[inline]
 pub(crate) unsafe fn configure() {
-    if !CONFIGURED.get() {
-        asm!("ldtilecfg [{}]", in(reg) &CONFIG as *const TileConfig, options(nostack, preserves_flags));
-        CONFIGURED.set(true);
+    configure_for(ROW_BYTES)
+}
+
+/// [`configure`] for operand rows of `k` bytes (64 or 32): tiles 4-5 16 × `k` bytes, tiles
+/// 6-7 `k/4` × 64 bytes. A model runs one shape (its weights' groups), so the configuration
+/// changes only between models.
+///
+/// # Safety
+/// As [`configure`]; `k` is 64 or 32.
+#[inline]
+pub(crate) unsafe fn configure_for(k: usize) {
+    if CONFIGURED.get() != k {
+        let cfg: &TileConfig = match k {
+            ROW_BYTES => &CONFIG,
+            32 => &CONFIG_32,
+            _ => panic!("no AMX tile shape for rows of {k} bytes"),
+        };
+        asm!("ldtilecfg [{}]", in(reg) cfg as *const TileConfig, options(nostack, preserves_flags));
+        CONFIGURED.set(k);
     }
 }
 
-/// `tileloadd tmmT, [ptr + stride·i]`: 16 rows of 64 bytes.
+/// `tileloadd tmmT, [ptr + stride·i]`: the configured rows and bytes of tile `T` (16 × 64
+/// but for the operand tiles of a narrower shape, [`configure_for`]).
 ///
 /// # Safety
-/// [`configure`] has run on this thread; `ptr + r·stride .. + 64` is readable for r < 16.
+/// A configuration has been loaded on this thread; `ptr + r·stride ..` is readable for each
+/// of tile `T`'s configured rows and bytes.
 #[inline(always)]
 pub(crate) unsafe fn load<const T: u8>(ptr: *const u8, stride: usize) {
     asm!("tileloadd tmm{t}, [{p} + {s} * 1]", t = const T, p = in(reg) ptr, s = in(reg) stride,
@@ -202,30 +232,35 @@ mod tests {
         if !have(&[Feature::AmxTile, Feature::AmxInt8]) {
             return;
         }
-        let a = noise(2, ROWS * ROW_BYTES);
-        let b = noise(3, ROWS * ROW_BYTES);
-        let c0: Vec<i32> = noise(4, ROWS * 16 * 4)
-            .chunks(4)
-            .map(|w| i32::from_ne_bytes([w[0], w[1], w[2], 0]) - (1 << 23))
-            .collect();
-        let mut c = c0.clone();
-        unsafe {
-            configure();
-            load::<0>(c.as_ptr().cast(), ROW_BYTES);
-            load::<4>(a.as_ptr(), ROW_BYTES);
-            load::<6>(b.as_ptr(), ROW_BYTES);
-            dot_i8::<0, 4, 6>();
-            store::<0>(c.as_mut_ptr().cast(), ROW_BYTES);
-        }
-        for m in 0..ROWS {
-            for n in 0..16 {
-                let dot: i32 = (0..64)
-                    .map(|k| {
-                        i32::from(a[m * 64 + k] as i8)
-                            * i32::from(b[(k / 4) * 64 + 4 * n + k % 4] as i8)
-                    })
-                    .sum();
-                assert_eq!(c[m * 16 + n], c0[m * 16 + n] + dot, "({m}, {n})");
+        // Both shapes: operand rows of 64 bytes, and of 32 (ggml's groups), whose weight tile
+        // reads 32 bytes of each row and whose activation tile 8 rows.
+        for k in [ROW_BYTES, 32] {
+            let a = noise(2, ROWS * ROW_BYTES);
+            let b = noise(3, ROWS * ROW_BYTES);
+            let c0: Vec<i32> = noise(4, ROWS * 16 * 4)
+                .chunks(4)
+                .map(|w| i32::from_ne_bytes([w[0], w[1], w[2], 0]) - (1 << 23))
+                .collect();
+            let mut c = c0.clone();
+            unsafe {
+                configure_for(k);
+                load::<0>(c.as_ptr().cast(), ROW_BYTES);
+                load::<4>(a.as_ptr(), ROW_BYTES);
+                load::<6>(b.as_ptr(), ROW_BYTES);
+                dot_i8::<0, 4, 6>();
+                store::<0>(c.as_mut_ptr().cast(), ROW_BYTES);
+                configure();
+            }
+            for m in 0..ROWS {
+                for n in 0..16 {
+                    let dot: i32 = (0..k)
+                        .map(|k| {
+                            i32::from(a[m * 64 + k] as i8)
+                                * i32::from(b[(k / 4) * 64 + 4 * n + k % 4] as i8)
+                        })
+                        .sum();
+                    assert_eq!(c[m * 16 + n], c0[m * 16 + n] + dot, "k {k}: ({m}, {n})");
+                }
             }
         }
     }

@@ -71,7 +71,8 @@ pub(crate) mod bf16 {
     }
 }
 
-/// int8: four `tdpbssd` per group over signed codes (no bias) into the four output tiles, the
+/// int8: four `tdpbssd` per group (64, 32 or 16 columns, the tile shape configured to match)
+/// over signed codes (no bias) into the four output tiles, the
 /// group's 32 × 32 dot products stored, and the group's float update with AVX-512 (the module
 /// contract's arithmetic, groups in order per output, so the bits are the portable tile's).
 ///
@@ -92,13 +93,18 @@ pub(crate) mod bf16 {
 ///   operands out of L1 (4 groups: 0.6 T-ops/s per core in isolation, 2 groups: 1.0, 1: 0.83).
 pub(crate) mod int8 {
     use super::{amx, MP, MR};
-    use crate::int8::tile::{TileArgs, KC, STEPS};
-    use crate::int8::GROUP;
+    use crate::int8::tile::{TileArgs, KC};
     use std::arch::x86_64::*;
     use std::mem::MaybeUninit;
 
     /// Lanes (and rows) per quarter of the output block.
     const Q: usize = 16;
+
+    /// The narrowest group the kernel table hands this tile. At 16 columns an instruction does
+    /// a quarter of its 64-column work while the float update per group stays the same: on
+    /// Q6_K weights (16-column groups) at Clef-Flash widths, 2 threads, 512 rows, it ran 266
+    /// G-ops/s against the VNNI tile's 313 (32 columns: 408 against 334).
+    pub(crate) const MIN_GROUP: usize = 32;
 
     /// Groups multiplied per round.
     pub(crate) const H: usize = 2;
@@ -123,9 +129,10 @@ pub(crate) mod int8 {
         if t.groups == 0 {
             return;
         }
-        // The operand tiles are 64 columns: one group of `GROUP` (`Int8Tile::fixed_group`).
-        debug_assert_eq!(t.steps, STEPS);
-        amx::configure();
+        // One instruction per group and operand pair: weight tiles of 16 rows × `group` bytes,
+        // activation tiles of `group/4` steps × 16 lanes.
+        let group = 4 * t.steps;
+        amx::configure_for(group);
         let mut acc = MaybeUninit::<Acc>::uninit();
         let ap = acc.as_mut_ptr().cast::<f32>();
         if !t.init {
@@ -144,8 +151,8 @@ pub(crate) mod int8 {
         // Issues round r's products and stores them into half r % 2 of `dots`.
         let products = |r: usize| {
             for g in r * H..((r + 1) * H).min(t.groups) {
-                let w = t.w.cast::<u8>().add(g * GROUP);
-                let x = t.x.add(g * STEPS * MP * 4);
+                let w = t.w.cast::<u8>().add(g * group);
+                let x = t.x.add(g * t.steps * MP * 4);
                 amx::load::<4>(w, KC);
                 amx::load::<5>(w.add(16 * KC), KC);
                 amx::load::<6>(x, MP * 4);

@@ -17,7 +17,7 @@ pub(crate) fn avx2_tiles() -> (Int8Tile, Int8Tile, Int8Tile) {
         mr: TERNARY_MR,
         mp: bytes::MP,
         x_bias: 128,
-        fixed_group: false,
+        min_group: 16,
         plain: bytes::tile::<TERNARY_MR, false, false>,
         affine: bytes::tile::<TERNARY_MR, false, true>,
     };
@@ -25,7 +25,7 @@ pub(crate) fn avx2_tiles() -> (Int8Tile, Int8Tile, Int8Tile) {
         mr: nibbles::MR,
         mp: nibbles::MP,
         x_bias: 128,
-        fixed_group: false,
+        min_group: 16,
         plain: nibbles::tile::<false>,
         affine: nibbles::tile::<true>,
     };
@@ -34,7 +34,7 @@ pub(crate) fn avx2_tiles() -> (Int8Tile, Int8Tile, Int8Tile) {
         mp: bytes::MP,
         // 7-bit activations (`CodeRange::activation_bits`): `qx + 64` ≤ 127.
         x_bias: 64,
-        fixed_group: false,
+        min_group: 16,
         plain: bytes::tile::<BYTE_MR, true, false>,
         affine: bytes::tile::<BYTE_MR, true, true>,
     };
@@ -47,7 +47,7 @@ pub(crate) fn avxvnni_tile() -> Int8Tile {
         mr: ymm::MR,
         mp: ymm::MP,
         x_bias: 128,
-        fixed_group: false,
+        min_group: 16,
         plain: ymm::tile::<false>,
         affine: ymm::tile::<true>,
     }
@@ -59,7 +59,7 @@ pub(crate) fn avx512vnni_tile() -> Int8Tile {
         mr: zmm::MR,
         mp: zmm::MP,
         x_bias: 128,
-        fixed_group: false,
+        min_group: 16,
         plain: zmm::tile::<false>,
         affine: zmm::tile::<true>,
     }

@@ -247,11 +247,11 @@ pub(crate) fn install(k: &mut Kernels, f: Features) {
             mr: amx_tiles::MR,
             mp: amx_tiles::MP,
             x_bias: 0,
-            fixed_group: true,
+            min_group: amx_tiles::int8::MIN_GROUP,
             plain: amx_tiles::int8::tile::<false>,
             affine: amx_tiles::int8::tile::<true>,
         };
-        // The VNNI tile stays for ggml's 32- and 16-column groups.
+        // The VNNI tile stays for the groups narrower than the AMX tile's `MIN_GROUP`.
         k.int8_any_group = k.int8_byte;
         k.int8_any_group_name = k.implementation(Family::Int8Tile);
         k.int8_any_group_peak = k.int8_peak;
