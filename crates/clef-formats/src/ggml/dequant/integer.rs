@@ -233,9 +233,9 @@ fn two_bit(qs: &[u8], codes: &mut [i8; QK_K]) {
 fn q2_k(b: &[u8; 84], mut o: Out<QK_K, 16>) {
     let d = f16_at(b, 80);
     let dmin = f16_at(b, 82);
-    for g in 0..16 {
-        o.scales[g] = d * f32::from(b[g] & 0x0f);
-        o.offset(g, -(dmin * f32::from(b[g] >> 4)));
+    for (g, &sm) in b[..16].iter().enumerate() {
+        o.scales[g] = d * f32::from(sm & 0x0f);
+        o.offset(g, -(dmin * f32::from(sm >> 4)));
     }
     two_bit(&b[16..80], o.codes);
 }
