@@ -45,12 +45,7 @@ pub fn measure_int8_peak_gops(threads: usize) -> f64 {
 /// `group` columns (on an AMX machine, ggml's 32- and 16-column groups run on the VNNI tile:
 /// its peak, not AMX's, is the one their products are measured against).
 pub fn measure_int8_peak_gops_for(threads: usize, group: usize) -> f64 {
-    let k = Kernels::detected();
-    if k.int8_implementation(group) == k.implementation(crate::cpu::Family::Int8Tile) {
-        measure(threads, k.int8_peak)
-    } else {
-        measure(threads, k.int8_any_group_peak)
-    }
+    measure(threads, Kernels::detected().int8_peak_for(group))
 }
 
 /// Measured bf16 matrix-unit throughput in GFLOP/s on `threads` threads, with the detected

@@ -337,20 +337,7 @@ fn int8_product_is_close_to_the_f32_product() {
     let t = Ternary::random(&mut rng, rows, cols);
     let a = Affine::random(&mut rng, rows, cols);
     let check = |dense: Vec<f32>, got: Vec<f32>| {
-        let mut want = vec![0.0f32; m * rows];
-        matmul_scalar(
-            &x,
-            m,
-            &WeightView::f32(rows, cols, &dense).unwrap(),
-            &mut want,
-        );
-        let err: f64 = got
-            .iter()
-            .zip(&want)
-            .map(|(a, b)| f64::from(a - b).powi(2))
-            .sum();
-        let norm: f64 = want.iter().map(|b| f64::from(*b).powi(2)).sum();
-        let rel = (err / norm).sqrt();
+        let rel = relative_error(&x, m, rows, cols, &dense, &got);
         // 8- or 7-bit activations per group of 64: a relative error of a few 1e-3.
         assert!(rel < 1e-2, "relative error {rel}");
         assert!(rel > 0.0, "the int8 path must actually quantize");
@@ -371,22 +358,34 @@ fn int8_product_is_close_to_the_f32_product() {
         let w = GgmlView::new(rows, cols, ty, &data[..]).unwrap();
         let mut got = vec![0.0f32; m * rows];
         matmul_int8(&x, m, &w, &mut got);
-        let mut want = vec![0.0f32; m * rows];
-        matmul_scalar(
-            &x,
-            m,
-            &WeightView::f32(rows, cols, &w.dequantize()).unwrap(),
-            &mut want,
-        );
-        let err: f64 = got
-            .iter()
-            .zip(&want)
-            .map(|(a, b)| f64::from(a - b).powi(2))
-            .sum();
-        let norm: f64 = want.iter().map(|b| f64::from(*b).powi(2)).sum();
-        let rel = (err / norm).sqrt();
+        let rel = relative_error(&x, m, rows, cols, &w.dequantize(), &got);
         assert!(rel < 1e-2 && rel > 0.0, "{ty}: relative error {rel}");
     }
+}
+
+/// `‖got − x·denseᵀ‖ / ‖x·denseᵀ‖`, the f32 product computed by the scalar matmul.
+fn relative_error(
+    x: &[f32],
+    m: usize,
+    rows: usize,
+    cols: usize,
+    dense: &[f32],
+    got: &[f32],
+) -> f64 {
+    let mut want = vec![0.0f32; m * rows];
+    matmul_scalar(
+        x,
+        m,
+        &WeightView::f32(rows, cols, dense).unwrap(),
+        &mut want,
+    );
+    let err: f64 = got
+        .iter()
+        .zip(&want)
+        .map(|(a, b)| f64::from(a - b).powi(2))
+        .sum();
+    let norm: f64 = want.iter().map(|b| f64::from(*b).powi(2)).sum();
+    (err / norm).sqrt()
 }
 
 fn ty_block(which: usize) -> usize {

@@ -411,11 +411,26 @@ impl Kernels {
     /// What runs the integer products of weights with scale groups of `group` columns (the
     /// [`Family::Int8Tile`] name, or the tile that takes the groups too narrow for AMX's).
     pub fn int8_implementation(&self, group: usize) -> &'static str {
-        if group < self.int8_byte.min_group {
+        if self.int8_narrow(group) {
             self.int8_any_group_name
         } else {
             self.implementation(Family::Int8Tile)
         }
+    }
+
+    /// The peak loop of the tile that runs `group`-column groups.
+    pub(crate) fn int8_peak_for(&self, group: usize) -> PeakFn {
+        if self.int8_narrow(group) {
+            self.int8_any_group_peak
+        } else {
+            self.int8_peak
+        }
+    }
+
+    /// Whether `group` is narrower than the level's own integer tile takes (the code ranges
+    /// share one minimum: every level has one tile kind).
+    fn int8_narrow(&self, group: usize) -> bool {
+        group < self.int8_byte.min_group
     }
 
     /// The integer tile for weight codes in `range` with scale groups of `group` columns.
