@@ -104,7 +104,7 @@ fn serve_answers_from_a_gguf_file() {
     assert!(text.contains(r#""matmul":"int8""#), "{text}");
     if text.contains(r#""matmul_isa":"amx"#) {
         assert!(
-            text.contains(r#""matmul_isa":"amx (16-column groups: avx512vnni)""#),
+            text.contains(r#""matmul_isa":"amx (16-column groups: avx512vnni-narrow)""#),
             "{text}"
         );
     }

@@ -123,7 +123,7 @@ impl Engine {
 impl Engine {
     /// What runs the integer products: the tile for the model's scale groups, and for a GGUF
     /// file, whose Q6_K, Q3_K and Q2_K blocks scale every 16 values, the tile those take where
-    /// it is another (`amx (16-column groups: avx512vnni)`).
+    /// it is another (`amx (16-column groups: avx512vnni-narrow)`).
     fn int8_tiles(&self, k: &Kernels) -> String {
         let main = k.int8_implementation(self.model.integer_group());
         let narrow = k.int8_implementation(16);

@@ -47,7 +47,7 @@ pub(crate) type Affine4RunFn = unsafe fn(p: &RowParts, c0: usize, out: &mut [f32
 /// One group of activations quantized to codes of at most `max`: (scale, Σ codes).
 pub(crate) type QuantizeGroupFn = unsafe fn(max: f32, src: &[f32], dst: &mut [i8]) -> (f32, i32);
 /// `out[g] = Σ codes[g·64..(g + 1)·64]`.
-pub(crate) type GroupSumsFn = unsafe fn(codes: &[i8], out: &mut [i32]);
+pub(crate) type GroupSumsFn = unsafe fn(codes: &[i8], group: usize, out: &mut [i32]);
 /// 4-bit codes, two per byte, to one byte each; `out.len()` of them.
 pub(crate) type NibblesFn = unsafe fn(src: &[u8], out: &mut [i8]);
 /// Whole groups of 2-bit planes to ternary codes, with each group's code sum.

@@ -12,17 +12,18 @@ use crate::cpu::Kernels;
 /// `j + 16`, `j + 32`, `j + 48` in bits 0–1, 2–3, 4–5, 6–7.
 pub(crate) const PLANE_BYTES: usize = GROUP / 4;
 
-/// `out[g] = Σ codes[g·64 .. (g + 1)·64]` for `g < out.len()` (`codes` holds whole groups).
-pub(crate) fn group_sums(k: &Kernels, codes: &[i8], out: &mut [i32]) {
-    assert!(codes.len() >= out.len() * GROUP);
+/// `out[g] = Σ codes[g·group .. (g + 1)·group]` for `g < out.len()` (`codes` holds whole
+/// groups; `group` a multiple of 16: the project's 64, ggml's 32 and 16).
+pub(crate) fn group_sums(k: &Kernels, codes: &[i8], group: usize, out: &mut [i32]) {
+    assert!(group.is_multiple_of(16) && codes.len() >= out.len() * group);
     // SAFETY: the table's functions run on this CPU; extents asserted above.
-    unsafe { (k.group_sums)(codes, out) }
+    unsafe { (k.group_sums)(codes, group, out) }
 }
 
 /// The scalar twin of [`group_sums`] (the kernel table's portable entry).
-pub(crate) fn group_sums_scalar(codes: &[i8], out: &mut [i32]) {
+pub(crate) fn group_sums_scalar(codes: &[i8], group: usize, out: &mut [i32]) {
     for (g, o) in out.iter_mut().enumerate() {
-        *o = codes[g * GROUP..(g + 1) * GROUP]
+        *o = codes[g * group..(g + 1) * group]
             .iter()
             .map(|&c| i32::from(c))
             .sum();
@@ -84,11 +85,13 @@ mod tests {
         ) {
             for k in Kernels::available() {
                 let codes: Vec<i8> = bytes.iter().map(|&b| b as i8).collect();
-                let groups = codes.len() / GROUP;
-                let (mut want, mut got) = (vec![0; groups], vec![0; groups]);
-                group_sums_scalar(&codes, &mut want);
-                group_sums(k, &codes, &mut got);
-                prop_assert_eq!(&got, &want);
+                for group in [16, 32, GROUP] {
+                    let groups = codes.len() / group;
+                    let (mut want, mut got) = (vec![0; groups], vec![-1; groups]);
+                    group_sums_scalar(&codes, group, &mut want);
+                    group_sums(k, &codes, group, &mut got);
+                    prop_assert_eq!(&got, &want, "groups of {}", group);
+                }
 
                 let n = n.min(2 * bytes.len());
                 let (mut want, mut got) = (vec![0i8; n], vec![0i8; n]);

@@ -5,7 +5,7 @@
 use super::decode::group_sums;
 use super::quantize::{quantize_rows_grouped, QuantizedRows};
 use super::tile::{finish_group, group_is_supported, Int8Tile, TileArgs, KC};
-use super::{Int8Panel, Int8Weights, GROUP};
+use super::{Int8Panel, Int8Weights};
 use crate::cpu::Kernels;
 use crate::formats::lowrank::LowRankF32;
 use crate::gemm::transpose::{transpose, SharedRows};
@@ -415,14 +415,7 @@ fn block<W: Int8Weights + ?Sized>(
             for r in 0..nr {
                 let sums = &mut s.corr[r * gpk..r * gpk + ng];
                 if !given {
-                    let codes = &s.codes[r * KC..r * KC + kc];
-                    if group == GROUP {
-                        group_sums(kt, codes, sums);
-                    } else {
-                        for (sum, g) in sums.iter_mut().zip(codes.chunks_exact(group)) {
-                            *sum = g.iter().map(|&c| i32::from(c)).sum();
-                        }
-                    }
+                    group_sums(kt, &s.codes[r * KC..r * KC + kc], group, sums);
                 }
                 for v in sums {
                     *v *= -tile.x_bias;

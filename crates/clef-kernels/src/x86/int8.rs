@@ -2,7 +2,7 @@
 //! [`super::int8_tiles`]), the byte-level weight decoders and the activation quantizer. Each
 //! gives its scalar twin's bytes (`crate::int8::decode`, `crate::int8::quantize`).
 
-use super::int8_tiles::{bytes, nibbles, ymm, zmm};
+use super::int8_tiles::{bytes, nibbles, ymm, zmm, zmm_narrow};
 use crate::int8::decode::PLANE_BYTES;
 use crate::int8::tile::Int8Tile;
 use crate::int8::GROUP;
@@ -53,31 +53,51 @@ pub(crate) fn avxvnni_tile() -> Int8Tile {
     }
 }
 
-/// The 512-bit VNNI tile (every code range).
+/// The 512-bit VNNI tile (every code range) for the project's 64-column groups; narrower ones
+/// (ggml's) go to [`avx512vnni_narrow_tile`].
 pub(crate) fn avx512vnni_tile() -> Int8Tile {
     Int8Tile {
         mr: zmm::MR,
         mp: zmm::MP,
         x_bias: 128,
-        min_group: 16,
+        min_group: GROUP,
         plain: zmm::tile::<false>,
         affine: zmm::tile::<true>,
     }
 }
 
+/// The 512-bit VNNI tile whose outputs stay in registers across groups: ggml's 32- and
+/// 16-column groups.
+pub(crate) fn avx512vnni_narrow_tile() -> Int8Tile {
+    Int8Tile {
+        mr: zmm_narrow::MR,
+        mp: zmm_narrow::MP,
+        x_bias: 128,
+        min_group: 16,
+        plain: zmm_narrow::tile::<false>,
+        affine: zmm_narrow::tile::<true>,
+    }
+}
+
+/// # Safety
+/// AVX2 must be available, `group` a multiple of 16 and `codes` at least `out.len() · group`
+/// long (`crate::int8::decode::group_sums` checks both).
 #[target_feature(enable = "avx2")]
-pub(crate) unsafe fn group_sums_avx2(codes: &[i8], out: &mut [i32]) {
-    // Σ (c + 128) over unsigned bytes with `vpsadbw` against zero, minus 128 · 64.
-    let flip = _mm256_set1_epi8(-128);
-    let zero = _mm256_setzero_si256();
+pub(crate) unsafe fn group_sums_avx2(codes: &[i8], group: usize, out: &mut [i32]) {
+    // Σ (c + 128) over unsigned bytes with `vpsadbw` against zero, 16 bytes at a time (ggml's
+    // 16-column groups), minus 128 · group. For the driver's ggml groups the compiler's own
+    // loop over the bytes (8 at a time, SSE2) took 11% of a Q4_K_M prefill.
+    let flip = _mm_set1_epi8(-128);
+    let zero = _mm_setzero_si128();
     for (g, o) in out.iter_mut().enumerate() {
-        let p = codes.as_ptr().add(g * GROUP);
-        let a = _mm256_xor_si256(_mm256_loadu_si256(p.cast()), flip);
-        let b = _mm256_xor_si256(_mm256_loadu_si256(p.add(32).cast()), flip);
-        let s = _mm256_add_epi64(_mm256_sad_epu8(a, zero), _mm256_sad_epu8(b, zero));
-        let mut lanes = [0i64; 4];
-        _mm256_storeu_si256(lanes.as_mut_ptr().cast(), s);
-        *o = (lanes.iter().sum::<i64>() - 128 * GROUP as i64) as i32;
+        let p = codes.as_ptr().add(g * group);
+        let mut s = _mm_setzero_si128();
+        for c in (0..group).step_by(16) {
+            let a = _mm_xor_si128(_mm_loadu_si128(p.add(c).cast()), flip);
+            s = _mm_add_epi64(s, _mm_sad_epu8(a, zero));
+        }
+        let total = _mm_cvtsi128_si64(s) + _mm_extract_epi64::<1>(s);
+        *o = (total - 128 * group as i64) as i32;
     }
 }
 

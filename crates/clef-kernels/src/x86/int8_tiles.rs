@@ -239,6 +239,76 @@ pub(crate) mod zmm {
     }
 }
 
+/// AVX-512 VNNI for ggml's narrow groups (32 and 16 columns, a float scale each), 6 × 32: the
+/// [`zmm`] tile's epilogue reloads and stores its 24 outputs at every group's end, which at 8
+/// or 4 steps a group costs as much as the products; here the 12 outputs stay in registers as
+/// floats across the k-block's groups (12 integer + 12 float accumulators, 2 activation
+/// vectors and a broadcast: 27 of the 32 registers), each group's update the same
+/// `fma(f32(dot), sw·sx, c)` in the same order as the twin's, and `c` is read and written once
+/// per k-block.
+pub(crate) mod zmm_narrow {
+    use crate::int8::tile::{TileArgs, KC};
+    use std::arch::x86_64::*;
+
+    pub(crate) const MR: usize = 6;
+    const NV: usize = 2;
+    pub(crate) const MP: usize = 16 * NV;
+
+    /// # Safety
+    /// AVX-512F/BW/VNNI must be available and `t` must satisfy
+    /// [`crate::int8::tile::Int8Tile::run`].
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma")]
+    pub(crate) unsafe fn tile<const AFFINE: bool>(t: &TileArgs) {
+        let mut c: [[__m512; NV]; MR] = std::array::from_fn(|a| {
+            std::array::from_fn(|v| {
+                if t.init {
+                    _mm512_setzero_ps()
+                } else {
+                    _mm512_loadu_ps(t.c.add(a * t.ldc + 16 * v))
+                }
+            })
+        });
+        let mut xp = t.x;
+        let mut wp = t.w;
+        for g in 0..t.groups {
+            let mut acc: [[__m512i; NV]; MR] =
+                std::array::from_fn(|a| [_mm512_set1_epi32(*t.wcorr.add(a * t.gs + g)); NV]);
+            for _ in 0..t.steps {
+                let xv: [__m512i; NV] =
+                    std::array::from_fn(|v| _mm512_loadu_si512(xp.add(64 * v).cast()));
+                for (a, row) in acc.iter_mut().enumerate() {
+                    let wb = _mm512_set1_epi32(wp.add(a * KC).cast::<i32>().read_unaligned());
+                    for (r, &x) in row.iter_mut().zip(&xv) {
+                        *r = _mm512_dpbusd_epi32(*r, x, wb);
+                    }
+                }
+                xp = xp.add(MP * 4);
+                wp = wp.add(4);
+            }
+            let sx: [__m512; NV] =
+                std::array::from_fn(|v| _mm512_loadu_ps(t.xscale.add(g * MP + 16 * v)));
+            for (a, (crow, row)) in c.iter_mut().zip(&acc).enumerate() {
+                let sw = _mm512_set1_ps(*t.wscale.add(a * t.gs + g));
+                for ((cv, &dot), &s) in crow.iter_mut().zip(row).zip(&sx) {
+                    *cv = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(sw, s), *cv);
+                }
+                if AFFINE {
+                    let ow = _mm512_set1_ps(*t.woff.add(a * t.gs + g));
+                    for (v, cv) in crow.iter_mut().enumerate() {
+                        let xs = _mm512_loadu_ps(t.xsum.add(g * MP + 16 * v));
+                        *cv = _mm512_fmadd_ps(ow, xs, *cv);
+                    }
+                }
+            }
+        }
+        for (a, crow) in c.iter().enumerate() {
+            for (v, &cv) in crow.iter().enumerate() {
+                _mm512_storeu_ps(t.c.add(a * t.ldc + 16 * v), cv);
+            }
+        }
+    }
+}
+
 /// AVX-VNNI (256-bit), 6 × 16 (12 ymm accumulators).
 pub(crate) mod ymm {
     use crate::int8::tile::{TileArgs, KC};

@@ -231,6 +231,10 @@ pub(crate) fn install(k: &mut Kernels, f: Features) {
         (k.int8_ternary, k.int8_nibble, k.int8_byte) = (t, t, t);
         k.int8_peak = peak::int8_avx512vnni;
         k.set_name(Family::Int8Tile, "avx512vnni");
+        // ggml's 32- and 16-column groups: the same instruction, so the same peak.
+        k.int8_any_group = int8::avx512vnni_narrow_tile();
+        k.int8_any_group_name = "avx512vnni-narrow";
+        k.int8_any_group_peak = peak::int8_avx512vnni;
     }
     if has(&[Avx2, Avx512F, Avx512Bf16]) {
         k.bf16_tile = Bf16Tile {
@@ -251,10 +255,13 @@ pub(crate) fn install(k: &mut Kernels, f: Features) {
             plain: amx_tiles::int8::tile::<false>,
             affine: amx_tiles::int8::tile::<true>,
         };
-        // The VNNI tile stays for the groups narrower than the AMX tile's `MIN_GROUP`.
-        k.int8_any_group = k.int8_byte;
-        k.int8_any_group_name = k.implementation(Family::Int8Tile);
-        k.int8_any_group_peak = k.int8_peak;
+        // The groups narrower than the AMX tile's `MIN_GROUP` stay on the level below's tile
+        // for them: VNNI's narrow tile (every AMX CPU has AVX-512 VNNI), else its main tile.
+        if !has(&[Avx2, Avx512F, Avx512Bw, Avx512Vnni]) {
+            k.int8_any_group = k.int8_byte;
+            k.int8_any_group_name = k.implementation(Family::Int8Tile);
+            k.int8_any_group_peak = k.int8_peak;
+        }
         (k.int8_ternary, k.int8_nibble, k.int8_byte) = (t, t, t);
         k.int8_peak = peak::int8_amx;
         k.set_name(Family::Int8Tile, "amx");
@@ -274,6 +281,28 @@ pub(crate) fn install(k: &mut Kernels, f: Features) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// ggml's 32- and 16-column groups go to the VNNI tile that keeps its outputs in
+    /// registers (AMX keeps the 32-column ones); the project's 64-column groups to the level's
+    /// own tile.
+    #[test]
+    fn narrow_groups_take_the_narrow_vnni_tile() {
+        for k in Kernels::available() {
+            let f = k.features();
+            if !f.has(Feature::Avx512Vnni) {
+                continue;
+            }
+            let own = k.implementation(Family::Int8Tile);
+            assert_eq!(k.int8_implementation(64), own);
+            assert_eq!(k.int8_implementation(16), "avx512vnni-narrow");
+            let at_32 = if f.has(Feature::AmxInt8) {
+                own
+            } else {
+                "avx512vnni-narrow"
+            };
+            assert_eq!(k.int8_implementation(32), at_32);
+        }
+    }
 
     #[test]
     fn a_refused_tile_state_turns_amx_off_with_its_reason() {
