@@ -576,6 +576,33 @@ fn the_description_names_the_files_tensor_types() {
     assert_eq!(format, "gguf F32×113 Q4_0×104");
 }
 
+/// A GGUF file's integer products prefill 512 rows per call unless told otherwise (ggml's blocks
+/// are decoded once per call and cost more to decode than the project's formats); its exact
+/// path keeps 128, a release's integer path 128 off AMX; `--chunk` wins over both.
+#[test]
+fn gguf_integer_products_prefill_512_rows_per_call() {
+    let file = fixtures().join("gguf/nano-q4_0.gguf");
+    assert_eq!(engine_with(&file, Some(MatmulMode::Int8)).chunk_size(), 512);
+    assert_eq!(
+        engine_with(&file, Some(MatmulMode::Exact)).chunk_size(),
+        128
+    );
+    let mut cfg = EngineConfig {
+        limits: Limits::reference(),
+        ..Default::default()
+    };
+    cfg.run.chunk_size = Some(64);
+    assert_eq!(Engine::load(&file, cfg).unwrap().chunk_size(), 64);
+    assert_eq!(MatmulMode::Int8.default_chunk(16), 512);
+    assert_eq!(MatmulMode::Exact.default_chunk(32), 128);
+    let amx = clef_kernels::Kernels::detected().implementation(clef_kernels::cpu::Family::Int8Tile)
+        == "amx";
+    assert_eq!(
+        MatmulMode::Int8.default_chunk(clef_kernels::int8::GROUP),
+        if amx { 512 } else { 128 }
+    );
+}
+
 /// The K- and I-quant files llama-quantize wrote (kq-*.gguf) widen, tensor by tensor, to the
 /// values the `gguf` package's numpy dequantizers give (their SHA-256 as f32 bytes, written by
 /// tests/fixtures/gguf/dequant_hashes.py), and each file holds the types its name promises.

@@ -31,18 +31,24 @@ impl MatmulMode {
         }
     }
 
-    /// Rows per prefill call when none is given: 512 where the products run on a matrix unit
-    /// (every bf16 product, and integer products on AMX), whose tiles finish a weight panel so
-    /// fast that a call of 128 rows waits on streaming every weight from memory four times as
-    /// often; 128 otherwise (docs/performance.md: bf16 on the Clef-Flash slice 1.36-1.38x as
-    /// fast at 512 rows; AMX int8 1.07-1.36x at 512 tokens).
-    pub fn default_chunk(self) -> usize {
+    /// Rows per prefill call when none is given, for a model whose integer products scale
+    /// every `integer_group` columns ([`crate::Model::integer_group`]): 512 where the products
+    /// run on a matrix unit (every bf16 product, and integer products on AMX), whose tiles
+    /// finish a weight panel so fast that a call of 128 rows waits on streaming every weight
+    /// from memory four times as often, and for ggml's narrow groups (GGUF files), whose blocks
+    /// cost more to decode per weight than the project's formats (K-quant scales unpacked per
+    /// run, group sums per 16 or 32 codes) and are decoded once per call; 128 otherwise
+    /// (docs/performance.md: bf16 on the Clef-Flash slice 1.36-1.38x as fast at 512 rows; AMX
+    /// int8 1.07-1.36x at 512 tokens; GGUF Q8_0 1.12-1.16x and Q4_K_M 1.07x on the Zen 4 VNNI
+    /// tile).
+    pub fn default_chunk(self, integer_group: usize) -> usize {
         match self {
             MatmulMode::Bf16 => 512,
             MatmulMode::Int8
-                if clef_kernels::Kernels::detected()
-                    .implementation(clef_kernels::cpu::Family::Int8Tile)
-                    == "amx" =>
+                if integer_group < clef_kernels::int8::GROUP
+                    || clef_kernels::Kernels::detected()
+                        .implementation(clef_kernels::cpu::Family::Int8Tile)
+                        == "amx" =>
             {
                 512
             }

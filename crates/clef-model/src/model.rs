@@ -52,11 +52,11 @@ pub struct RunOptions {
 }
 
 impl RunOptions {
-    /// The rows per prefill call of a run whose linears run in `mode`: the given size, else
-    /// the mode's default.
-    pub fn chunk_for(&self, mode: MatmulMode) -> usize {
+    /// The rows per prefill call of a run whose linears run in `mode` (integer products
+    /// scaled every `integer_group` columns): the given size, else the mode's default.
+    pub fn chunk_for(&self, mode: MatmulMode, integer_group: usize) -> usize {
         self.chunk_size
-            .map_or_else(|| mode.default_chunk(), |c| c.max(1))
+            .map_or_else(|| mode.default_chunk(integer_group), |c| c.max(1))
     }
 }
 
@@ -443,7 +443,7 @@ impl Model {
 
     /// The rows per prefill call of a run: the given size, else its linears' mode's default.
     pub fn chunk_size(&self, opts: &RunOptions) -> Result<usize> {
-        Ok(opts.chunk_for(self.matmul_mode(opts)?))
+        Ok(opts.chunk_for(self.matmul_mode(opts)?, self.integer_group()))
     }
 
     pub fn hidden(&self) -> usize {
@@ -548,7 +548,7 @@ impl Model {
             }
         }
         let matmul = self.matmul_mode(opts)?;
-        let chunk = opts.chunk_for(matmul);
+        let chunk = opts.chunk_for(matmul, self.integer_group());
         let mut timings = Timings {
             tokens: len,
             ..Default::default()

@@ -213,7 +213,9 @@ impl Engine {
 
     /// Rows per prefill call: the configured size, else the matmul mode's default.
     pub fn chunk_size(&self) -> usize {
-        self.config.run.chunk_for(self.matmul_mode())
+        self.config
+            .run
+            .chunk_for(self.matmul_mode(), self.model.integer_group())
     }
 
     pub fn supports_vision(&self) -> bool {
