@@ -4,23 +4,14 @@
 //!
 //! `cargo run --release -p clef-kernels --example bf16_speed [threads] [m]`
 
+mod support;
+
 use clef_kernels::bf16::matmul_bf16;
 use clef_kernels::{WeightData, WeightView};
-use std::time::Instant;
+use support::best_of;
 
 /// Bytes of weights per shape, cycled through: well past a last-level cache.
 const COPIES_BYTES: usize = 1 << 30;
-
-fn best_of(runs: usize, mut f: impl FnMut()) -> f64 {
-    f();
-    (0..runs)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed().as_secs_f64()
-        })
-        .fold(f64::INFINITY, f64::min)
-}
 
 fn main() {
     let mut args = std::env::args().skip(1);

@@ -5,30 +5,14 @@
 //!
 //! `cargo run --release -p clef-kernels --example ggml_int8_speed [threads]`
 
+mod support;
+
 use clef_formats::ggml::GgmlType;
 use clef_kernels::cpu::Features;
 use clef_kernels::formats::ggml::GgmlView;
 use clef_kernels::int8::{matmul_int8_with, Int8Weights};
 use clef_kernels::Kernels;
-use std::time::Instant;
-
-fn lcg(state: &mut u64) -> u64 {
-    *state = state
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    *state >> 33
-}
-
-fn best_of(runs: usize, mut f: impl FnMut()) -> f64 {
-    f();
-    (0..runs)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed().as_secs_f64()
-        })
-        .fold(f64::INFINITY, f64::min)
-}
+use support::{best_of, lcg};
 
 fn main() {
     let threads: usize = std::env::args()

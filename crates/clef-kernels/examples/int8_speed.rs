@@ -4,6 +4,8 @@
 //!
 //! `cargo run -p clef-kernels --example int8_speed [threads]`
 
+mod support;
+
 use clef_kernels::cpu::{Family, Features};
 use clef_kernels::formats::affine4::{self, Affine4View};
 use clef_kernels::formats::lowrank::LowRankF32;
@@ -11,25 +13,7 @@ use clef_kernels::formats::q8::Q8View;
 use clef_kernels::formats::ternary::{self, TernaryView};
 use clef_kernels::int8::{matmul_int8_adapted_with, matmul_int8_with, TernaryPlanes};
 use clef_kernels::{matmul_with, Kernels, WeightData, WeightView};
-use std::time::Instant;
-
-fn lcg(state: &mut u64) -> u64 {
-    *state = state
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    *state >> 33
-}
-
-fn best_of(runs: usize, mut f: impl FnMut()) -> f64 {
-    f();
-    (0..runs)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed().as_secs_f64()
-        })
-        .fold(f64::INFINITY, f64::min)
-}
+use support::{best_of, lcg};
 
 fn main() {
     let threads: usize = std::env::args()

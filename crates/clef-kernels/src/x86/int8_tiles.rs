@@ -68,6 +68,28 @@ macro_rules! finish_group_avx512 {
 }
 pub(crate) use finish_group_avx512;
 
+/// The AVX-512 VNNI tiles' inner loop: `steps` steps of `acc[a][v] += dpbusd(x[v], w[a])`, the
+/// activation vectors loaded once per step and each row's four codes broadcast, advancing the
+/// activation pointer `xp` (`MP` lanes of 4 bytes a step) and the weight pointer `wp` (rows
+/// `KC` apart). A macro so that it compiles inside each tile's `target_feature` function.
+macro_rules! dpbusd_steps {
+    ($steps:expr, $acc:ident, $xp:ident, $wp:ident, $mp:expr) => {
+        for _ in 0..$steps {
+            let xv: [__m512i; NV] =
+                std::array::from_fn(|v| _mm512_loadu_si512($xp.add(64 * v).cast()));
+            for (a, row) in $acc.iter_mut().enumerate() {
+                let wb = _mm512_set1_epi32($wp.add(a * KC).cast::<i32>().read_unaligned());
+                for (r, &x) in row.iter_mut().zip(&xv) {
+                    *r = _mm512_dpbusd_epi32(*r, x, wb);
+                }
+            }
+            $xp = $xp.add($mp * 4);
+            $wp = $wp.add(4);
+        }
+    };
+}
+use dpbusd_steps;
+
 /// 4-bit codes (|q| ≤ 15) against `qx + 128`, 3 × 16: pair sums ≤ 2 · 255 · 15 = 7,650, so four
 /// steps add up in 16 bits (≤ 30,600) before one `vpmaddwd` + `vpaddd` widens them: a quarter of
 /// the widening work of widening every step (1.05-1.1× faster on Zen 4 at m = 128 and 512); 3
@@ -218,18 +240,7 @@ pub(crate) mod zmm {
             }
             let mut xp = t.x.add(g * t.steps * MP * 4);
             let mut wp = t.w.add(g * 4 * t.steps);
-            for _ in 0..t.steps {
-                let xv: [__m512i; NV] =
-                    std::array::from_fn(|v| _mm512_loadu_si512(xp.add(64 * v).cast()));
-                for (a, row) in acc.iter_mut().enumerate() {
-                    let wb = _mm512_set1_epi32(wp.add(a * KC).cast::<i32>().read_unaligned());
-                    for (r, &x) in row.iter_mut().zip(&xv) {
-                        *r = _mm512_dpbusd_epi32(*r, x, wb);
-                    }
-                }
-                xp = xp.add(MP * 4);
-                wp = wp.add(4);
-            }
+            super::dpbusd_steps!(t.steps, acc, xp, wp, MP);
             for (a, row) in acc.iter().enumerate() {
                 for (v, &dot) in row.iter().enumerate() {
                     super::finish_group_avx512!(t, dot, a, v, g, MP, AFFINE);
@@ -273,18 +284,7 @@ pub(crate) mod zmm_narrow {
         for g in 0..t.groups {
             let mut acc: [[__m512i; NV]; MR] =
                 std::array::from_fn(|a| [_mm512_set1_epi32(*t.wcorr.add(a * t.gs + g)); NV]);
-            for _ in 0..t.steps {
-                let xv: [__m512i; NV] =
-                    std::array::from_fn(|v| _mm512_loadu_si512(xp.add(64 * v).cast()));
-                for (a, row) in acc.iter_mut().enumerate() {
-                    let wb = _mm512_set1_epi32(wp.add(a * KC).cast::<i32>().read_unaligned());
-                    for (r, &x) in row.iter_mut().zip(&xv) {
-                        *r = _mm512_dpbusd_epi32(*r, x, wb);
-                    }
-                }
-                xp = xp.add(MP * 4);
-                wp = wp.add(4);
-            }
+            super::dpbusd_steps!(t.steps, acc, xp, wp, MP);
             let sx: [__m512; NV] =
                 std::array::from_fn(|v| _mm512_loadu_ps(t.xscale.add(g * MP + 16 * v)));
             for (a, (crow, row)) in c.iter_mut().zip(&acc).enumerate() {
