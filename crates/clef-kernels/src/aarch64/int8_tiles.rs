@@ -1,18 +1,30 @@
-//! The AArch64 integer micro-kernel (contract: `crate::int8::tile`).
+//! The AArch64 integer micro-kernels (contract: `crate::int8::tile`), both over signed
+//! activations (`x_bias` 0, the portable tile's packing: a step's four codes per lane as one
+//! 32-bit word), both giving their twin's bits: the integer sums are exact, and the group-end
+//! update is the portable tile's `finish_group`, lane by lane, in the same order ([`finish`]).
 //!
-//! `SDOT` (the dotprod extension: Armv8.4, optional from v8.2; Apple M1 on, Neoverse N1/V1/V2,
-//! Graviton 2-4) multiplies four signed bytes by four signed bytes and adds them into each
-//! 32-bit lane, so the activations stay signed (`x_bias` 0, the portable tile's packing) and
-//! a group's 16 steps add up exactly in 32 bits (64 products of at most 128 · 127). Each step
-//! loads four 16-byte activation vectors (4 lanes × 4 codes each) and broadcasts one 4-code
-//! word per weight row: 6 rows × 16 lanes are 24 accumulators of the 32 vector registers.
-//! The group-end update is the portable tile's `finish_group`, lane by lane, in the same
-//! order, so the tile gives its twin's bits.
+//! - `SDOT` (the dotprod extension: Armv8.4, optional from v8.2; Apple M1 on, Neoverse N1/V1/V2,
+//!   Graviton 2-4) multiplies four signed bytes by four signed bytes and adds them into each
+//!   32-bit lane: 16 multiply-adds an instruction. Each step loads four 16-byte activation
+//!   vectors (4 lanes × 4 codes each) and broadcasts one 4-code word per weight row: 6 rows ×
+//!   16 lanes are 24 accumulators of the 32 vector registers.
+//! - `SMMLA` (i8mm: Armv8.6, optional from v8.2; Apple M2 on, Neoverse V1/V2/N2, Graviton 3/4,
+//!   Grace) multiplies a 2 × 8 block of signed bytes by the transpose of another into a 2 × 2
+//!   block of 32-bit sums: 32 multiply-adds an instruction, twice `SDOT`'s at the same issue
+//!   rate on those cores. Operands are two rows of 8 consecutive codes, so the tile works on
+//!   two steps at once: a weight operand is rows `a, a + 1` (two 8-byte loads), an activation
+//!   operand lanes `b, b + 1`, which one `ZIP1`/`ZIP2` of 32-bit words builds from the two
+//!   steps' packed vectors. 8 rows × 8 lanes are 16 accumulators (2 × 2 outputs each), with 4
+//!   activation operands and a weight operand live: the 24 registers that stay clear of spills.
+//!   (A group is at least 16 columns, 4 steps, so the step pairs never straddle one.)
+//!
+//! A group's sums are exact in 32 bits: at most 64 products of at most 128 · 127.
 
 use crate::int8::tile::{Int8Tile, TileArgs, KC};
 use std::arch::aarch64::*;
 use std::arch::asm;
 
+/// The `SDOT` tile's shape.
 const MR: usize = 6;
 const NV: usize = 4;
 const MP: usize = 4 * NV;
@@ -32,7 +44,7 @@ unsafe fn sdot(mut acc: int32x4_t, w: int8x16_t, x: int8x16_t) -> int32x4_t {
 }
 
 #[inline(always)]
-unsafe fn body<const AFFINE: bool>(t: &TileArgs) {
+unsafe fn sdot_body<const AFFINE: bool>(t: &TileArgs) {
     for g in 0..t.groups {
         let mut dots = [[vdupq_n_s32(0); NV]; MR];
         for s in 0..t.steps {
@@ -49,40 +61,53 @@ unsafe fn body<const AFFINE: bool>(t: &TileArgs) {
             }
         }
         for (a, row) in dots.iter().enumerate() {
-            let sw = vdupq_n_f32(*t.wscale.add(a * t.gs + g));
             for (v, &dot) in row.iter().enumerate() {
-                let cp = t.c.add(a * t.ldc + 4 * v);
-                let prev = if t.init && g == 0 {
-                    vdupq_n_f32(0.0)
-                } else {
-                    vld1q_f32(cp)
-                };
-                let sx = vld1q_f32(t.xscale.add(g * MP + 4 * v));
-                // finish_group: fma(f32(dot), sw·sx, prev), then fma(ow, Σx, ·)
-                let mut c = vfmaq_f32(prev, vcvtq_f32_s32(dot), vmulq_f32(sw, sx));
-                if AFFINE {
-                    let ow = vdupq_n_f32(*t.woff.add(a * t.gs + g));
-                    let xsum = vld1q_f32(t.xsum.add(g * MP + 4 * v));
-                    c = vfmaq_f32(c, ow, xsum);
-                }
-                vst1q_f32(cp, c);
+                finish::<AFFINE>(t, dot, a, v, g, MP);
             }
         }
     }
+}
+
+/// The group-end update of row `a`, lanes `4v..4v + 4` (`finish_group`: `fma(f32(dot), sw·sx,
+/// prev)`, then `fma(ow, Σx, ·)`), for a tile of `mp` lanes.
+#[inline(always)]
+unsafe fn finish<const AFFINE: bool>(
+    t: &TileArgs,
+    dot: int32x4_t,
+    a: usize,
+    v: usize,
+    g: usize,
+    mp: usize,
+) {
+    let cp = t.c.add(a * t.ldc + 4 * v);
+    let prev = if t.init && g == 0 {
+        vdupq_n_f32(0.0)
+    } else {
+        vld1q_f32(cp)
+    };
+    let sw = vdupq_n_f32(*t.wscale.add(a * t.gs + g));
+    let sx = vld1q_f32(t.xscale.add(g * mp + 4 * v));
+    let mut c = vfmaq_f32(prev, vcvtq_f32_s32(dot), vmulq_f32(sw, sx));
+    if AFFINE {
+        let ow = vdupq_n_f32(*t.woff.add(a * t.gs + g));
+        let xsum = vld1q_f32(t.xsum.add(g * mp + 4 * v));
+        c = vfmaq_f32(c, ow, xsum);
+    }
+    vst1q_f32(cp, c);
 }
 
 /// # Safety
 /// dotprod; see `crate::int8::tile::Int8Tile::run`.
 #[target_feature(enable = "neon,dotprod")]
 unsafe fn plain(t: &TileArgs) {
-    body::<false>(t)
+    sdot_body::<false>(t)
 }
 
 /// # Safety
 /// dotprod; see `crate::int8::tile::Int8Tile::run`.
 #[target_feature(enable = "neon,dotprod")]
 unsafe fn affine(t: &TileArgs) {
-    body::<true>(t)
+    sdot_body::<true>(t)
 }
 
 /// The `SDOT` tile, for every code range (ternary, 4-bit and 8-bit codes alike fit its
@@ -95,5 +120,99 @@ pub(crate) fn dotprod_tile() -> Int8Tile {
         min_group: 16,
         plain,
         affine,
+    }
+}
+
+/// The `SMMLA` tile's shape: 4 row pairs × 4 lane pairs.
+mod mmla {
+    pub(super) const PAIRS: usize = 4;
+    pub(super) const MR: usize = 2 * PAIRS;
+    pub(super) const MP: usize = 2 * PAIRS;
+}
+
+/// `acc[2i + j] += Σ_q a[8i + q] · b[8j + q]` for `i, j` in 0..2: the 2 × 8 rows of `a` times
+/// the transpose of `b`'s (`SMMLA`; no stable intrinsic yet). Inlined only into `i8mm`
+/// functions.
+#[inline(always)]
+unsafe fn smmla(mut acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+    asm!(
+        "smmla {acc:v}.4s, {a:v}.16b, {b:v}.16b",
+        acc = inout(vreg) acc,
+        a = in(vreg) a,
+        b = in(vreg) b,
+        options(pure, nomem, nostack, preserves_flags)
+    );
+    acc
+}
+
+#[inline(always)]
+unsafe fn mmla_body<const AFFINE: bool>(t: &TileArgs) {
+    use mmla::{MP, PAIRS};
+    for g in 0..t.groups {
+        // dots[p][q]: rows 2p, 2p + 1 by lanes 2q, 2q + 1, row-major
+        let mut dots = [[vdupq_n_s32(0); PAIRS]; PAIRS];
+        for s in (0..t.steps).step_by(2) {
+            let step = g * t.steps + s;
+            let x0 = t.x.add(step * MP * 4);
+            let x1 = x0.add(MP * 4);
+            // each 16 bytes: one step's words of four lanes
+            let words = |p: *const u8| vreinterpretq_s32_u8(vld1q_u8(p));
+            let (a0, a1) = (words(x0), words(x0.add(16)));
+            let (b0, b1) = (words(x1), words(x1.add(16)));
+            let xv = [
+                vzip1q_s32(a0, b0),
+                vzip2q_s32(a0, b0),
+                vzip1q_s32(a1, b1),
+                vzip2q_s32(a1, b1),
+            ]
+            .map(|v| vreinterpretq_s8_s32(v));
+            let col = 4 * step;
+            for (p, row) in dots.iter_mut().enumerate() {
+                let w = t.w.add(2 * p * KC + col);
+                let wv = vcombine_s8(vld1_s8(w), vld1_s8(w.add(KC)));
+                for (d, &x) in row.iter_mut().zip(&xv) {
+                    *d = smmla(*d, wv, x);
+                }
+            }
+        }
+        for (p, row) in dots.iter().enumerate() {
+            for v in 0..MP / 4 {
+                // lanes 4v..4v + 4 of rows 2p and 2p + 1 from the two 2 × 2 blocks
+                let (lo, hi) = (
+                    vreinterpretq_s64_s32(row[2 * v]),
+                    vreinterpretq_s64_s32(row[2 * v + 1]),
+                );
+                let top = vreinterpretq_s32_s64(vzip1q_s64(lo, hi));
+                let bottom = vreinterpretq_s32_s64(vzip2q_s64(lo, hi));
+                finish::<AFFINE>(t, top, 2 * p, v, g, MP);
+                finish::<AFFINE>(t, bottom, 2 * p + 1, v, g, MP);
+            }
+        }
+    }
+}
+
+/// # Safety
+/// i8mm; see `crate::int8::tile::Int8Tile::run`.
+#[target_feature(enable = "neon,i8mm")]
+unsafe fn mmla_plain(t: &TileArgs) {
+    mmla_body::<false>(t)
+}
+
+/// # Safety
+/// i8mm; see `crate::int8::tile::Int8Tile::run`.
+#[target_feature(enable = "neon,i8mm")]
+unsafe fn mmla_affine(t: &TileArgs) {
+    mmla_body::<true>(t)
+}
+
+/// The `SMMLA` tile, for every code range, as the `SDOT` tile.
+pub(crate) fn i8mm_tile() -> Int8Tile {
+    Int8Tile {
+        mr: mmla::MR,
+        mp: mmla::MP,
+        x_bias: 0,
+        min_group: 16,
+        plain: mmla_plain,
+        affine: mmla_affine,
     }
 }

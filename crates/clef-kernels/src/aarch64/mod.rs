@@ -1,5 +1,5 @@
 //! AArch64: feature detection, the `CLEF_ISA` levels, and the kernel table's Arm entries (so
-//! far the NEON f32 tile and the `SDOT` integer tile; every other family runs its portable
+//! far the NEON f32 tile and the `SDOT` and `SMMLA` integer tiles; every other family runs its portable
 //! twin, which the compiler vectorizes for NEON, the target's baseline).
 
 pub(crate) mod f32_tile;
@@ -73,6 +73,11 @@ pub(crate) fn install(k: &mut Kernels, f: Features) {
         (k.int8_ternary, k.int8_nibble, k.int8_byte) = (t, t, t);
         k.set_name(Family::Int8Tile, "dotprod 6x16");
     }
+    if f.has_all(Features::of(&[Feature::Neon, Feature::I8mm])) {
+        let t = int8_tiles::i8mm_tile();
+        (k.int8_ternary, k.int8_nibble, k.int8_byte) = (t, t, t);
+        k.set_name(Family::Int8Tile, "i8mm 8x8");
+    }
 }
 
 /// Nothing on AArch64 needs the operating system's permission.
@@ -91,13 +96,18 @@ mod tests {
     fn each_level_runs_the_arm_tiles_the_cpu_has() {
         let found = Features::detected();
         assert!(found.has(Feature::Neon));
-        let dotprod = match std::env::var("CLEF_TEST_QEMU_CPU").as_deref() {
-            Ok("cortex-a72") => false,
-            Ok("max") => true,
-            Ok(other) => panic!("CLEF_TEST_QEMU_CPU={other}: expected cortex-a72 or max"),
-            Err(_) => found.has(Feature::Dotprod),
+        // (dotprod, i8mm) of the emulated CPU model
+        let (dotprod, i8mm) = match std::env::var("CLEF_TEST_QEMU_CPU").as_deref() {
+            Ok("cortex-a72") => (false, false),
+            Ok("neoverse-n1") => (true, false),
+            Ok("max") => (true, true),
+            Ok(other) => {
+                panic!("CLEF_TEST_QEMU_CPU={other}: expected cortex-a72, neoverse-n1 or max")
+            }
+            Err(_) => (found.has(Feature::Dotprod), found.has(Feature::I8mm)),
         };
         assert_eq!(found.has(Feature::Dotprod), dotprod);
+        assert_eq!(found.has(Feature::I8mm), i8mm);
 
         let scalar = Kernels::named("scalar").expect("the scalar level is always there");
         assert_eq!(scalar.implementation(Family::F32Tile), "portable");
@@ -111,24 +121,35 @@ mod tests {
                 assert!(dotprod);
                 assert_eq!(k.implementation(Family::F32Tile), "neon 8x12");
                 assert_eq!(k.implementation(Family::Int8Tile), "dotprod 6x16");
+                assert!(!k.features().has(Feature::I8mm));
             }
             Err(e) => {
                 assert!(!dotprod);
                 assert!(e.to_string().contains("dotprod"), "{e}");
             }
         }
+        match Kernels::named("i8mm") {
+            Ok(k) => {
+                assert!(i8mm);
+                assert_eq!(k.implementation(Family::F32Tile), "neon 8x12");
+                assert_eq!(k.implementation(Family::Int8Tile), "i8mm 8x8");
+            }
+            Err(e) => {
+                assert!(!i8mm);
+                assert!(e.to_string().contains("i8mm"), "{e}");
+            }
+        }
         let best = Level::best().name;
+        let best_int8 = match (dotprod, i8mm) {
+            (_, true) => "i8mm 8x8",
+            (true, false) => "dotprod 6x16",
+            (false, false) => "portable",
+        };
         assert_eq!(
             Kernels::named(best)
                 .unwrap()
                 .implementation(Family::Int8Tile),
-            {
-                if dotprod {
-                    "dotprod 6x16"
-                } else {
-                    "portable"
-                }
-            }
+            best_int8
         );
         if std::env::var_os("CLEF_ISA").is_none() {
             assert_eq!(Kernels::detected().level(), best);
