@@ -32,7 +32,7 @@ const MP: usize = 4 * NV;
 /// `acc[i] += Σ_q w[4i + q] · x[4i + q]` (`SDOT`; stable Rust has no intrinsic for it yet).
 /// Inlined only into `dotprod` functions, whose features the assembler then has.
 #[inline(always)]
-unsafe fn sdot(mut acc: int32x4_t, w: int8x16_t, x: int8x16_t) -> int32x4_t {
+pub(super) unsafe fn sdot(mut acc: int32x4_t, w: int8x16_t, x: int8x16_t) -> int32x4_t {
     asm!(
         "sdot {acc:v}.4s, {w:v}.16b, {x:v}.16b",
         acc = inout(vreg) acc,
@@ -134,7 +134,7 @@ mod mmla {
 /// the transpose of `b`'s (`SMMLA`; no stable intrinsic yet). Inlined only into `i8mm`
 /// functions.
 #[inline(always)]
-unsafe fn smmla(mut acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+pub(super) unsafe fn smmla(mut acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
     asm!(
         "smmla {acc:v}.4s, {a:v}.16b, {b:v}.16b",
         acc = inout(vreg) acc,

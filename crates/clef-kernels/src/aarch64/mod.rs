@@ -4,6 +4,7 @@
 
 pub(crate) mod f32_tile;
 pub(crate) mod int8_tiles;
+mod peak;
 
 use crate::cpu::{Family, Feature, Features, Kernels, Level};
 use crate::gemm::TileKernel;
@@ -67,16 +68,19 @@ pub(crate) fn install(k: &mut Kernels, f: Features) {
     if f.has_all(Features::of(&[Feature::Neon])) {
         k.f32_tile = TileKernel::neon();
         k.set_name(Family::F32Tile, "neon 8x12");
+        k.fma_peak = peak::fma_neon;
     }
     if f.has_all(Features::of(&[Feature::Neon, Feature::Dotprod])) {
         let t = int8_tiles::dotprod_tile();
         (k.int8_ternary, k.int8_nibble, k.int8_byte) = (t, t, t);
         k.set_name(Family::Int8Tile, "dotprod 6x16");
+        k.int8_peak = peak::int8_dotprod;
     }
     if f.has_all(Features::of(&[Feature::Neon, Feature::I8mm])) {
         let t = int8_tiles::i8mm_tile();
         (k.int8_ternary, k.int8_nibble, k.int8_byte) = (t, t, t);
         k.set_name(Family::Int8Tile, "i8mm 8x8");
+        k.int8_peak = peak::int8_i8mm;
     }
 }
 
@@ -138,6 +142,16 @@ mod tests {
                 assert!(!i8mm);
                 assert!(e.to_string().contains("i8mm"), "{e}");
             }
+        }
+        // The peak loops `clef bench` divides by are the level's own units (the operations
+        // per iteration name the loop; running one executes its instruction here).
+        assert_eq!((neon.fma_peak)(1), 16 * 4 * 2, "neon: the FMLA loop");
+        assert_eq!((neon.int8_peak)(1), 16, "neon: the portable integer loop");
+        if let Ok(k) = Kernels::named("dotprod") {
+            assert_eq!((k.int8_peak)(1), 16 * 16 * 2, "dotprod: the SDOT loop");
+        }
+        if let Ok(k) = Kernels::named("i8mm") {
+            assert_eq!((k.int8_peak)(1), 16 * 32 * 2, "i8mm: the SMMLA loop");
         }
         let best = Level::best().name;
         let best_int8 = match (dotprod, i8mm) {
