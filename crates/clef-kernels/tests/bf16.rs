@@ -32,7 +32,7 @@ fn check(m: usize, n: usize, k: usize, seed: u64) -> Result<(), TestCaseError> {
     let wb = bf16_bytes(&values(seed + 1, n * k, 0.5));
     let w = WeightView::new(n, k, WeightData::Bf16(&wb[..])).unwrap();
     let mut twins = Vec::new();
-    for order in [Bf16Order::Tile, Bf16Order::Pairs] {
+    for order in [Bf16Order::Tile, Bf16Order::Pairs, Bf16Order::Bfdot] {
         let mut want = vec![0.0f32; m * n];
         matmul_bf16_reference_in(order, &x, m, &w, &mut want);
         twins.push((order, want));
@@ -82,6 +82,51 @@ fn whole_tiles_and_long_rows() {
     check(520, 40, 64, 8).unwrap();
 }
 
+/// Every table against its order's twin on values at the edges of the range: denormal
+/// activations and weights (read as zeros), products that underflow, sums that round to odd
+/// or to nearest differently, and positive products large enough that sums overflow to
+/// infinity (one sign only, so that no ∞ − ∞ makes a NaN, whose payload the units choose).
+#[test]
+fn edge_values_give_the_twins_bits() {
+    let (m, n, k) = (11, 19, 200);
+    let edge = |seed: u64, len: usize, big: f32| -> Vec<f32> {
+        values(seed, len, 1.0)
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| match i % 7 {
+                0 => v * 1e-39,       // denormal
+                1 => v.abs() * 1e-20, // products underflow
+                2 => v.abs() * big,   // large, positive
+                3 => 1.0 + v * 1e-6,  // sums that need more than 24 bits
+                _ => v,
+            })
+            .collect()
+    };
+    let mut x = edge(21, m * k, 3e19);
+    let mut wv = edge(22, n * k, 3e19);
+    // Output (0, 0) is a sum of products that all underflow: +0 in every order, where a unit
+    // that kept denormal results would add them up.
+    for v in x[..k].iter_mut().chain(&mut wv[..k]) {
+        *v = 1e-20 * (1.0 + v.abs().min(1.0));
+    }
+    let wb = bf16_bytes(&wv);
+    let w = WeightView::new(n, k, WeightData::Bf16(&wb[..])).unwrap();
+    let mut saw_infinity = false;
+    for kt in Kernels::available() {
+        let mut want = vec![0.0f32; m * n];
+        matmul_bf16_reference_in(kt.bf16_order(), &x, m, &w, &mut want);
+        let mut got = vec![f32::NAN; m * n];
+        matmul_bf16_with(kt, &x, m, &w, &mut got);
+        for (i, (g, r)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g.to_bits(), r.to_bits(), "{kt:?} at {i}: {g} vs {r}");
+        }
+        assert_eq!(want[0].to_bits(), 0, "{kt:?}: products below the normal range are zeros");
+        saw_infinity |= want.iter().any(|v| v.is_infinite());
+        assert!(want.iter().all(|v| !v.is_nan()), "{kt:?}");
+    }
+    assert!(saw_infinity, "no sum overflowed: the case is not covered");
+}
+
 #[test]
 fn close_to_the_f32_product() {
     let (m, n, k) = (9, 33, 1000);
@@ -122,6 +167,8 @@ fn the_bf16_unit_is_named_where_there_is_one() {
             (Some("amx"), Bf16Order::Tile)
         } else if f.has(Feature::Avx512Bf16) {
             (Some("avx512bf16"), Bf16Order::Pairs)
+        } else if f.has(Feature::Bf16) {
+            (Some("bfmmla"), Bf16Order::Bfdot)
         } else {
             (None, Bf16Order::Tile)
         };

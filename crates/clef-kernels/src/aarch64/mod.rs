@@ -2,6 +2,7 @@
 //! far the NEON f32 tile and the `SDOT` and `SMMLA` integer tiles; every other family runs its portable
 //! twin, which the compiler vectorizes for NEON, the target's baseline).
 
+mod bf16_tile;
 pub(crate) mod f32_tile;
 pub(crate) mod int8_tiles;
 mod peak;
@@ -20,12 +21,16 @@ pub(crate) const LEVELS: &[Level] = &[
     Level {
         name: "neon",
         requires: Features::of(&[Feature::Neon]),
-        allows: Features::AARCH64.without(Features::of(&[Feature::Dotprod, Feature::I8mm])),
+        allows: Features::AARCH64.without(Features::of(&[
+            Feature::Dotprod,
+            Feature::I8mm,
+            Feature::Bf16,
+        ])),
     },
     Level {
         name: "dotprod",
         requires: Features::of(&[Feature::Neon, Feature::Dotprod]),
-        allows: Features::AARCH64.without(Features::of(&[Feature::I8mm])),
+        allows: Features::AARCH64.without(Features::of(&[Feature::I8mm, Feature::Bf16])),
     },
     Level {
         name: "i8mm",
@@ -82,6 +87,11 @@ pub(crate) fn install(k: &mut Kernels, f: Features) {
         k.set_name(Family::Int8Tile, "i8mm 8x8");
         k.int8_peak = peak::int8_i8mm;
     }
+    if f.has_all(Features::of(&[Feature::Neon, Feature::Bf16])) {
+        k.bf16_tile = bf16_tile::bfmmla_tile();
+        k.set_name(Family::Bf16Tile, "bfmmla");
+        k.bf16_peak = Some(peak::bf16_bfmmla);
+    }
 }
 
 /// Nothing on AArch64 needs the operating system's permission.
@@ -112,6 +122,8 @@ mod tests {
         };
         assert_eq!(found.has(Feature::Dotprod), dotprod);
         assert_eq!(found.has(Feature::I8mm), i8mm);
+        // qemu's `max` has the bf16 extension with i8mm, as every Armv8.6 core does
+        assert_eq!(found.has(Feature::Bf16), i8mm);
 
         let scalar = Kernels::named("scalar").expect("the scalar level is always there");
         assert_eq!(scalar.implementation(Family::F32Tile), "portable");
@@ -152,6 +164,19 @@ mod tests {
         }
         if let Ok(k) = Kernels::named("i8mm") {
             assert_eq!((k.int8_peak)(1), 16 * 32 * 2, "i8mm: the SMMLA loop");
+        }
+        // bf16 products: BFMMLA at the i8mm level (the bf16 extension comes with i8mm, Armv8.6);
+        // the levels below refuse the mode, as a CPU without the unit does.
+        for (level, unit) in [("neon", None), ("dotprod", None), ("i8mm", Some("bfmmla"))] {
+            if let Ok(k) = Kernels::named(level) {
+                let unit = unit.filter(|_| found.has(Feature::Bf16));
+                assert_eq!(k.bf16_unit(), unit, "{level}");
+                if unit.is_some() {
+                    assert_eq!(k.bf16_order(), crate::bf16::Bf16Order::Bfdot);
+                    let peak = k.bf16_peak.expect("the BFMMLA peak loop");
+                    assert_eq!(peak(1), 16 * 16 * 2, "{level}: the BFMMLA loop");
+                }
+            }
         }
         let best = Level::best().name;
         let best_int8 = match (dotprod, i8mm) {

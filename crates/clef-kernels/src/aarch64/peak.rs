@@ -2,6 +2,7 @@
 //! `x86::peak`'s: so that `clef bench` divides an Arm tile's rate by its own unit's peak rather
 //! than the portable loop's.
 
+use super::bf16_tile::bfmmla;
 use super::int8_tiles::{sdot, smmla};
 use std::arch::aarch64::*;
 use std::hint::black_box;
@@ -14,6 +15,8 @@ const FMA_FLOPS_PER_ITER: u64 = (CHAINS * 4 * 2) as u64;
 /// One `SDOT` is 16 multiply-adds, one `SMMLA` 32.
 const SDOT_OPS_PER_ITER: u64 = (CHAINS * 16 * 2) as u64;
 const SMMLA_OPS_PER_ITER: u64 = (CHAINS * 32 * 2) as u64;
+/// One `BFMMLA` is 16 multiply-adds.
+const BFMMLA_FLOPS_PER_ITER: u64 = (CHAINS * 16 * 2) as u64;
 
 #[target_feature(enable = "neon")]
 unsafe fn fma_loop(iters: u64) -> f32 {
@@ -52,6 +55,20 @@ unsafe fn smmla_loop(iters: u64) -> i32 {
     int8_loop(iters, |acc, a, b| unsafe { smmla(acc, a, b) })
 }
 
+#[target_feature(enable = "neon,bf16")]
+unsafe fn bfmmla_loop(iters: u64) -> f32 {
+    // Small values, so that the sums stay finite and normal for any loop length.
+    let a = vreinterpretq_u16_u32(vdupq_n_u32(black_box(0x3c00_3c00))); // 2⁻⁷ each
+    let b = vreinterpretq_u16_u32(vdupq_n_u32(black_box(0x3c00_3c00)));
+    let mut acc = [vdupq_n_f32(0.0); CHAINS];
+    for _ in 0..iters {
+        for r in acc.iter_mut() {
+            *r = bfmmla(*r, a, b);
+        }
+    }
+    acc.iter().map(|&r| vaddvq_f32(r)).sum()
+}
+
 /// The NEON `FMLA` loop.
 pub(crate) fn fma_neon(iters: u64) -> u64 {
     // SAFETY: installed only where NEON is present.
@@ -71,4 +88,11 @@ pub(crate) fn int8_i8mm(iters: u64) -> u64 {
     // SAFETY: installed only where i8mm is present.
     black_box(unsafe { smmla_loop(iters) });
     iters * SMMLA_OPS_PER_ITER
+}
+
+/// The `BFMMLA` loop.
+pub(crate) fn bf16_bfmmla(iters: u64) -> u64 {
+    // SAFETY: installed only where the bf16 extension is present.
+    black_box(unsafe { bfmmla_loop(iters) });
+    iters * BFMMLA_FLOPS_PER_ITER
 }

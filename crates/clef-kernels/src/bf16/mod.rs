@@ -2,17 +2,18 @@
 //! activation rounded to bf16 (round to nearest, ties to even) and the products accumulated
 //! in f32, in the order the matrix units add them.
 //!
-//! Two units run it, each in its own order, and each order is defined by a portable twin
-//! ([`Bf16Order`]): the AMX tile ([`tile_dot`], `tdpbf16ps`) and AVX512-BF16's `vdpbf16ps`
-//! ([`pair_dot`]). Columns are processed in chunks of [`CHUNK`], the last one zero-padded, and
+//! Three units run it, each in its own order, and each order is defined by a portable twin
+//! ([`Bf16Order`]): the AMX tile ([`tile_dot`], `tdpbf16ps`), AVX512-BF16's `vdpbf16ps`
+//! ([`pair_dot`]) and Arm's `BFDOT` (`bfdot`, which rounds to odd). Columns are processed in chunks of [`CHUNK`], the last one zero-padded, and
 //! every output starts at +0. Each product of two bf16 values is exact in f32, so every
 //! rounding is an addition's, and the order fixes them all: each unit's tile gives the bits of
 //! [`matmul_bf16_reference_in`] for its order, whatever the block sizes and the thread count
-//! (tests/bf16.rs). The two orders differ in the last bits, so a bf16 answer is reproducible
+//! (tests/bf16.rs). The orders differ in the last bits, so a bf16 answer is reproducible
 //! per unit (named in `/v1/models`), not across them. A CPU with neither runs the portable
 //! tile, which is slow; the model refuses the mode there rather than run it
 //! ([`Kernels::bf16_unit`]).
 
+mod bfdot;
 mod gemm;
 pub(crate) mod tile;
 
@@ -27,6 +28,9 @@ pub enum Bf16Order {
     /// AVX512-BF16 `vdpbf16ps`'s ([`pair_dot`]): one chain over the pairs, each pair's odd
     /// product added before its even one.
     Pairs,
+    /// Arm's `BFDOT`/`BFMMLA` (`bfdot::bfdot_chunk`): one chain over the pairs, each pair's two
+    /// products summed first, every product and sum rounded to odd.
+    Bfdot,
 }
 
 impl Bf16Order {
@@ -36,6 +40,7 @@ impl Bf16Order {
         match self {
             Bf16Order::Tile => tile_dot(c, a, b),
             Bf16Order::Pairs => pair_dot(c, a, b),
+            Bf16Order::Bfdot => bfdot::bfdot_chunk(c, a, b),
         }
     }
 }
