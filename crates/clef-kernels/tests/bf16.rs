@@ -120,7 +120,11 @@ fn edge_values_give_the_twins_bits() {
         for (i, (g, r)) in got.iter().zip(&want).enumerate() {
             assert_eq!(g.to_bits(), r.to_bits(), "{kt:?} at {i}: {g} vs {r}");
         }
-        assert_eq!(want[0].to_bits(), 0, "{kt:?}: products below the normal range are zeros");
+        assert_eq!(
+            want[0].to_bits(),
+            0,
+            "{kt:?}: products below the normal range are zeros"
+        );
         saw_infinity |= want.iter().any(|v| v.is_infinite());
         assert!(want.iter().all(|v| !v.is_nan()), "{kt:?}");
     }

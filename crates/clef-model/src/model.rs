@@ -761,7 +761,8 @@ fn bf16_unit_missing() -> String {
         None => String::new(),
     };
     format!(
-        "--matmul bf16 needs a bf16 unit (amx-bf16, or avx512bf16); the kernels run at level `{}` ({}){why}. Use --matmul exact",
+        "--matmul bf16 needs a bf16 unit ({}); the kernels run at level `{}` ({}){why}. Use --matmul exact",
+        clef_kernels::cpu::bf16_units(),
         k.level(),
         k.features()
     )

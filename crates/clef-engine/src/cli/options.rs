@@ -91,8 +91,9 @@ pub struct EngineArgs {
 pub struct MatmulArgs {
     /// Arithmetic of the linear layers: `exact` (f32 products of the stored weights), `int8`
     /// (int8 activations against integer weights) or `bf16` (activations rounded to bf16
-    /// against bf16 weights, on a CPU with AMX or AVX512-BF16). Default: int8 for q8 and ternary bundles,
-    /// exact for releases, f16/bf16 and LUT-6 bundles (docs/kernels.md, "bf16 products").
+    /// against bf16 weights, on a CPU with AMX, AVX512-BF16 or Arm's bf16 extension).
+    /// Default: int8 for q8 and ternary bundles, exact for releases, f16/bf16 and LUT-6
+    /// bundles (docs/kernels.md, "bf16 products").
     #[arg(long = "matmul", value_enum, env = "CLEF_MATMUL")]
     pub mode: Option<MatmulArg>,
 }

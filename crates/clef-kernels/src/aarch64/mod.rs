@@ -94,6 +94,9 @@ pub(crate) fn install(k: &mut Kernels, f: Features) {
     }
 }
 
+/// What gives `--matmul bf16` a unit here (`crate::cpu::bf16_units`).
+pub(crate) const BF16_UNITS: &str = "bf16, at the i8mm level";
+
 /// Nothing on AArch64 needs the operating system's permission.
 pub(crate) fn refusal() -> Option<&'static str> {
     None

@@ -256,6 +256,12 @@ pub fn refusal() -> Option<&'static str> {
     arch::refusal()
 }
 
+/// The features that give this architecture a bf16 unit for `--matmul bf16`, for the message
+/// that refuses the mode where none is present.
+pub fn bf16_units() -> &'static str {
+    arch::BF16_UNITS
+}
+
 /// A `CLEF_ISA` value that cannot be honoured.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum IsaError {
@@ -306,6 +312,8 @@ mod arch {
     pub(crate) fn refusal() -> Option<&'static str> {
         None
     }
+
+    pub(crate) const BF16_UNITS: &str = "none on this architecture";
 }
 
 #[cfg(test)]

@@ -89,6 +89,9 @@ pub(crate) fn detect() -> Features {
     found.or(amx())
 }
 
+/// What gives `--matmul bf16` a unit here (`crate::cpu::bf16_units`).
+pub(crate) const BF16_UNITS: &str = "amx-bf16, or avx512bf16";
+
 /// Why AMX, which this CPU has, is off (the operating system refused the tile state), if it is.
 pub(crate) fn refusal() -> Option<&'static str> {
     REFUSAL.get().map(String::as_str)
