@@ -3,6 +3,7 @@
 //! twin, which the compiler vectorizes for NEON, the target's baseline).
 
 mod bf16_tile;
+mod decode;
 pub(crate) mod f32_tile;
 pub(crate) mod int8_tiles;
 mod peak;
@@ -74,6 +75,8 @@ pub(crate) fn install(k: &mut Kernels, f: Features) {
         k.f32_tile = TileKernel::neon();
         k.set_name(Family::F32Tile, "neon 8x12");
         k.fma_peak = peak::fma_neon;
+        k.widen_f16 = decode::f16_neon;
+        k.set_name(Family::WeightDecode, "neon (f16 widening)");
     }
     if f.has_all(Features::of(&[Feature::Neon, Feature::Dotprod])) {
         let t = int8_tiles::dotprod_tile();
@@ -134,6 +137,10 @@ mod tests {
         let neon = Kernels::named("neon").expect("every AArch64 CPU has the neon level");
         assert_eq!(neon.implementation(Family::F32Tile), "neon 8x12");
         assert_eq!(neon.implementation(Family::Int8Tile), "portable");
+        assert_eq!(
+            neon.implementation(Family::WeightDecode),
+            "neon (f16 widening)"
+        );
         assert!(!neon.features().has(Feature::Dotprod));
         match Kernels::named("dotprod") {
             Ok(k) => {
