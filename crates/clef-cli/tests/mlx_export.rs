@@ -29,6 +29,18 @@ fn mlx_python() -> Option<PathBuf> {
     p.is_file().then_some(p)
 }
 
+/// The interpreter, or `None` after recording that `test` cannot run (which fails under CI).
+fn mlx_python_for(test: &str) -> Option<PathBuf> {
+    let python = mlx_python();
+    if python.is_none() {
+        clef_testkit::tools::cannot_run(
+            test,
+            "no MLX interpreter (target/mlx-venv: `.ci/run` makes it; or set CLEF_MLX_PYTHON)",
+        );
+    }
+    python
+}
+
 /// Converts `model` to a ternary bundle (round to nearest: no calibration needed) and exports
 /// it for MLX: (bundle, MLX folder).
 fn export(model: &str, root: &Path) -> (PathBuf, PathBuf) {
@@ -116,11 +128,7 @@ fn clef_rows(bundle: &Path, out: &Path) {
 
 #[test]
 fn mlx_loads_the_export_and_dequantizes_it_exactly() {
-    let Some(python) = mlx_python() else {
-        clef_testkit::tools::cannot_run(
-            "mlx_loads_the_export_and_dequantizes_it_exactly",
-            "no MLX interpreter (target/mlx-venv: `.ci/run` makes it; or set CLEF_MLX_PYTHON)",
-        );
+    let Some(python) = mlx_python_for("mlx_loads_the_export_and_dequantizes_it_exactly") else {
         return;
     };
     let root = tempfile::tempdir().unwrap();
@@ -156,11 +164,7 @@ const AS_LOADED_BOUND: f64 = 0.05;
 
 #[test]
 fn mlx_computes_the_backbone_rows_clef_computes() {
-    let Some(python) = mlx_python() else {
-        clef_testkit::tools::cannot_run(
-            "mlx_computes_the_backbone_rows_clef_computes",
-            "no MLX interpreter (target/mlx-venv: `.ci/run` makes it; or set CLEF_MLX_PYTHON)",
-        );
+    let Some(python) = mlx_python_for("mlx_computes_the_backbone_rows_clef_computes") else {
         return;
     };
     let root = tempfile::tempdir().unwrap();

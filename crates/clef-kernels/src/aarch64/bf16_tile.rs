@@ -11,27 +11,19 @@
 //! builds from the two pairs' packed vectors (a word is one lane's pair). A chunk is 16 pairs,
 //! so the pairs never straddle one.
 
+use super::mmla::{accumulate, lane_pairs, row_pair, PAIRS};
 use crate::bf16::tile::{Bf16Tile, TileArgs};
 use crate::bf16::{Bf16Order, CHUNK};
 use std::arch::aarch64::*;
-use std::arch::asm;
 
-const PAIRS: usize = 4;
 const MR: usize = 2 * PAIRS;
 const MP: usize = 2 * PAIRS;
 
-/// `acc[2i + j] = BFDotAdd(BFDotAdd(acc[2i + j], a[4i..4i + 2], b[4j..4j + 2]), a[4i + 2..4i
-/// + 4], b[4j + 2..4j + 4])` for `i, j` in 0..2 (`BFMMLA`; no stable intrinsic yet).
+/// Each output `acc[2i + j]` becomes two `BFDotAdd` steps, over the pair `a[4i..4i + 2]`,
+/// `b[4j..4j + 2]`, then the next pair of each (`BFMMLA`). Inlined only into `bf16` functions.
 #[inline(always)]
-pub(super) unsafe fn bfmmla(mut acc: float32x4_t, a: uint16x8_t, b: uint16x8_t) -> float32x4_t {
-    asm!(
-        "bfmmla {acc:v}.4s, {a:v}.8h, {b:v}.8h",
-        acc = inout(vreg) acc,
-        a = in(vreg) a,
-        b = in(vreg) b,
-        options(pure, nomem, nostack, preserves_flags)
-    );
-    acc
+pub(super) unsafe fn bfmmla(acc: float32x4_t, a: uint16x8_t, b: uint16x8_t) -> float32x4_t {
+    accumulate!("bfmmla", "4s", "8h", acc, a, b)
 }
 
 /// Rows `a, a + 1` × lanes `b, b + 1` of `c` as one 2 × 2 block, row-major.
@@ -63,20 +55,11 @@ unsafe fn tile(t: &TileArgs) {
         }
     }
     for j in (0..t.chunks * CHUNK / 2).step_by(2) {
-        let x0 = t.x.add(j * MP);
-        let x1 = x0.add(MP);
-        let (a0, a1) = (vld1q_u32(x0), vld1q_u32(x0.add(4)));
-        let (b0, b1) = (vld1q_u32(x1), vld1q_u32(x1.add(4)));
-        let xv = [
-            vzip1q_u32(a0, b0),
-            vzip2q_u32(a0, b0),
-            vzip1q_u32(a1, b1),
-            vzip2q_u32(a1, b1),
-        ]
-        .map(|v| vreinterpretq_u16_u32(v));
+        let x0 = t.x.add(j * MP).cast::<u8>();
+        let xv = lane_pairs(x0, x0.add(MP * 4)).map(|v| vreinterpretq_u16_u8(v));
         for (p, row) in acc.iter_mut().enumerate() {
-            let w = t.w.add(2 * p * t.ldw + 2 * j);
-            let wv = vcombine_u16(vld1_u16(w), vld1_u16(w.add(t.ldw)));
+            let w = t.w.add(2 * p * t.ldw + 2 * j).cast::<u8>();
+            let wv = vreinterpretq_u16_u8(row_pair(w, 2 * t.ldw));
             for (r, &x) in row.iter_mut().zip(&xv) {
                 *r = bfmmla(*r, wv, x);
             }

@@ -20,27 +20,19 @@
 //!
 //! A group's sums are exact in 32 bits: at most 64 products of at most 128 · 127.
 
+use super::mmla::{accumulate, lane_pairs, row_pair, PAIRS};
 use crate::int8::tile::{Int8Tile, TileArgs, KC};
 use std::arch::aarch64::*;
-use std::arch::asm;
 
 /// The `SDOT` tile's shape.
 const MR: usize = 6;
 const NV: usize = 4;
 const MP: usize = 4 * NV;
 
-/// `acc[i] += Σ_q w[4i + q] · x[4i + q]` (`SDOT`; stable Rust has no intrinsic for it yet).
-/// Inlined only into `dotprod` functions, whose features the assembler then has.
+/// `acc[i] += Σ_q w[4i + q] · x[4i + q]` (`SDOT`). Inlined only into `dotprod` functions.
 #[inline(always)]
-pub(super) unsafe fn sdot(mut acc: int32x4_t, w: int8x16_t, x: int8x16_t) -> int32x4_t {
-    asm!(
-        "sdot {acc:v}.4s, {w:v}.16b, {x:v}.16b",
-        acc = inout(vreg) acc,
-        w = in(vreg) w,
-        x = in(vreg) x,
-        options(pure, nomem, nostack, preserves_flags)
-    );
-    acc
+pub(super) unsafe fn sdot(acc: int32x4_t, w: int8x16_t, x: int8x16_t) -> int32x4_t {
+    accumulate!("sdot", "4s", "16b", acc, w, x)
 }
 
 #[inline(always)]
@@ -124,59 +116,36 @@ pub(crate) fn dotprod_tile() -> Int8Tile {
 }
 
 /// The `SMMLA` tile's shape: 4 row pairs × 4 lane pairs.
-mod mmla {
-    pub(super) const PAIRS: usize = 4;
-    pub(super) const MR: usize = 2 * PAIRS;
-    pub(super) const MP: usize = 2 * PAIRS;
-}
+const MMLA_MR: usize = 2 * PAIRS;
+const MMLA_MP: usize = 2 * PAIRS;
 
 /// `acc[2i + j] += Σ_q a[8i + q] · b[8j + q]` for `i, j` in 0..2: the 2 × 8 rows of `a` times
-/// the transpose of `b`'s (`SMMLA`; no stable intrinsic yet). Inlined only into `i8mm`
-/// functions.
+/// the transpose of `b`'s (`SMMLA`). Inlined only into `i8mm` functions.
 #[inline(always)]
-pub(super) unsafe fn smmla(mut acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
-    asm!(
-        "smmla {acc:v}.4s, {a:v}.16b, {b:v}.16b",
-        acc = inout(vreg) acc,
-        a = in(vreg) a,
-        b = in(vreg) b,
-        options(pure, nomem, nostack, preserves_flags)
-    );
-    acc
+pub(super) unsafe fn smmla(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+    accumulate!("smmla", "4s", "16b", acc, a, b)
 }
 
 #[inline(always)]
 unsafe fn mmla_body<const AFFINE: bool>(t: &TileArgs) {
-    use mmla::{MP, PAIRS};
     for g in 0..t.groups {
         // dots[p][q]: rows 2p, 2p + 1 by lanes 2q, 2q + 1, row-major
         let mut dots = [[vdupq_n_s32(0); PAIRS]; PAIRS];
         for s in (0..t.steps).step_by(2) {
             let step = g * t.steps + s;
-            let x0 = t.x.add(step * MP * 4);
-            let x1 = x0.add(MP * 4);
-            // each 16 bytes: one step's words of four lanes
-            let words = |p: *const u8| vreinterpretq_s32_u8(vld1q_u8(p));
-            let (a0, a1) = (words(x0), words(x0.add(16)));
-            let (b0, b1) = (words(x1), words(x1.add(16)));
-            let xv = [
-                vzip1q_s32(a0, b0),
-                vzip2q_s32(a0, b0),
-                vzip1q_s32(a1, b1),
-                vzip2q_s32(a1, b1),
-            ]
-            .map(|v| vreinterpretq_s8_s32(v));
+            let x0 = t.x.add(step * MMLA_MP * 4);
+            let xv = lane_pairs(x0, x0.add(MMLA_MP * 4)).map(|v| vreinterpretq_s8_u8(v));
             let col = 4 * step;
             for (p, row) in dots.iter_mut().enumerate() {
-                let w = t.w.add(2 * p * KC + col);
-                let wv = vcombine_s8(vld1_s8(w), vld1_s8(w.add(KC)));
+                let w = t.w.add(2 * p * KC + col).cast::<u8>();
+                let wv = vreinterpretq_s8_u8(row_pair(w, KC));
                 for (d, &x) in row.iter_mut().zip(&xv) {
                     *d = smmla(*d, wv, x);
                 }
             }
         }
         for (p, row) in dots.iter().enumerate() {
-            for v in 0..MP / 4 {
+            for v in 0..MMLA_MP / 4 {
                 // lanes 4v..4v + 4 of rows 2p and 2p + 1 from the two 2 × 2 blocks
                 let (lo, hi) = (
                     vreinterpretq_s64_s32(row[2 * v]),
@@ -184,8 +153,8 @@ unsafe fn mmla_body<const AFFINE: bool>(t: &TileArgs) {
                 );
                 let top = vreinterpretq_s32_s64(vzip1q_s64(lo, hi));
                 let bottom = vreinterpretq_s32_s64(vzip2q_s64(lo, hi));
-                finish::<AFFINE>(t, top, 2 * p, v, g, MP);
-                finish::<AFFINE>(t, bottom, 2 * p + 1, v, g, MP);
+                finish::<AFFINE>(t, top, 2 * p, v, g, MMLA_MP);
+                finish::<AFFINE>(t, bottom, 2 * p + 1, v, g, MMLA_MP);
             }
         }
     }
@@ -208,8 +177,8 @@ unsafe fn mmla_affine(t: &TileArgs) {
 /// The `SMMLA` tile, for every code range, as the `SDOT` tile.
 pub(crate) fn i8mm_tile() -> Int8Tile {
     Int8Tile {
-        mr: mmla::MR,
-        mp: mmla::MP,
+        mr: MMLA_MR,
+        mp: MMLA_MP,
         x_bias: 0,
         min_group: 16,
         plain: mmla_plain,

@@ -6,6 +6,7 @@ mod bf16_tile;
 mod decode;
 pub(crate) mod f32_tile;
 pub(crate) mod int8_tiles;
+mod mmla;
 mod peak;
 
 use crate::cpu::{Family, Feature, Features, Kernels, Level};
