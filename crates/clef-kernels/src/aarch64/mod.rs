@@ -1,13 +1,16 @@
-//! AArch64: feature detection, the `CLEF_ISA` levels, and the kernel table's Arm entries (so
-//! far the NEON f32 tile and the `SDOT` and `SMMLA` integer tiles; every other family runs its portable
-//! twin, which the compiler vectorizes for NEON, the target's baseline).
+//! AArch64: feature detection, the `CLEF_ISA` levels, and the kernel table's Arm entries: the
+//! NEON f32 tile, the `SDOT` and `SMMLA` integer tiles, the `BFMMLA` bf16 tile, the weight
+//! decoders and the integer path's byte work. The element-wise families run their portable
+//! twins, which the compiler vectorizes for NEON, the target's baseline.
 
 mod bf16_tile;
 mod decode;
 pub(crate) mod f32_tile;
+mod int8_codes;
 pub(crate) mod int8_tiles;
 mod mmla;
 mod peak;
+mod ternary;
 
 use crate::cpu::{Family, Feature, Features, Kernels, Level};
 use crate::gemm::TileKernel;
@@ -77,7 +80,16 @@ pub(crate) fn install(k: &mut Kernels, f: Features) {
         k.set_name(Family::F32Tile, "neon 8x12");
         k.fma_peak = peak::fma_neon;
         k.widen_f16 = decode::f16_neon;
-        k.set_name(Family::WeightDecode, "neon (f16 widening)");
+        k.q8_row = decode::q8_neon;
+        k.lut6_run = decode::lut6_neon;
+        k.affine4_run = decode::affine4_neon;
+        k.ternary_panel = ternary::panel_neon;
+        k.group_sums = int8_codes::group_sums_neon;
+        k.nibbles = int8_codes::nibbles_neon;
+        k.planes = int8_codes::planes_neon;
+        k.quantize_group = int8_codes::quantize_group_neon;
+        k.set_name(Family::WeightDecode, "neon");
+        k.set_name(Family::Quantize, "neon");
     }
     if f.has_all(Features::of(&[Feature::Neon, Feature::Dotprod])) {
         let t = int8_tiles::dotprod_tile();
@@ -138,10 +150,8 @@ mod tests {
         let neon = Kernels::named("neon").expect("every AArch64 CPU has the neon level");
         assert_eq!(neon.implementation(Family::F32Tile), "neon 8x12");
         assert_eq!(neon.implementation(Family::Int8Tile), "portable");
-        assert_eq!(
-            neon.implementation(Family::WeightDecode),
-            "neon (f16 widening)"
-        );
+        assert_eq!(neon.implementation(Family::WeightDecode), "neon");
+        assert_eq!(neon.implementation(Family::Quantize), "neon");
         assert!(!neon.features().has(Feature::Dotprod));
         match Kernels::named("dotprod") {
             Ok(k) => {

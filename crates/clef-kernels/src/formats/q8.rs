@@ -111,7 +111,7 @@ impl<B: AsRef<[u8]> + Sync> Q8View<B> {
 }
 
 #[inline]
-fn f16_at(scales_row: &[u8], g: usize) -> f32 {
+pub(crate) fn f16_at(scales_row: &[u8], g: usize) -> f32 {
     let bits = u16::from_le_bytes([scales_row[2 * g], scales_row[2 * g + 1]]);
     half::f16::from_bits(bits).to_f32()
 }

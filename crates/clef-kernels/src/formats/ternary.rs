@@ -124,6 +124,30 @@ pub(crate) fn scale_at(scales_row: &[u8], g: usize) -> f32 {
     )
 }
 
+/// Eight f32 per byte: its five trits and three zeros, so that one 32-byte load (AVX2) or two
+/// 16-byte loads (NEON) cover a byte, and a row decodes as overlapping 8-lane stores.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[repr(C, align(32))]
+pub(crate) struct TritF32(pub(crate) [[f32; 8]; 256]);
+
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+const fn trit_f32() -> TritF32 {
+    let mut t = [[0.0f32; 8]; 256];
+    let mut c = 0;
+    while c < 256 {
+        let mut i = 0;
+        while i < 5 {
+            t[c][i] = TRITS[c][i] as f32;
+            i += 1;
+        }
+        c += 1;
+    }
+    TritF32(t)
+}
+
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+pub(crate) static TRIT_F32: TritF32 = trit_f32();
+
 /// Columns `col0..col0 + out.len()` of one row, one lookup per weight.
 pub(crate) fn decode_scalar(trits_row: &[u8], scales_row: &[u8], col0: usize, out: &mut [f32]) {
     for (i, o) in out.iter_mut().enumerate() {

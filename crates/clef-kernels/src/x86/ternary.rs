@@ -4,7 +4,7 @@
 
 use crate::formats::ternary::{
     decode_scalar, prefetch_l1, row_bytes, scale_at, TernaryView, GROUP, MAX_BYTE,
-    PREFETCH_ROWS_AHEAD, TRITS_PER_BYTE,
+    PREFETCH_ROWS_AHEAD, TRITS_PER_BYTE, TRIT_F32,
 };
 use crate::weights::Block;
 use clef_formats::ternary::DECODE_TABLE as TRITS;
@@ -47,26 +47,6 @@ pub(crate) unsafe fn panel_vbmi(v: &TernaryView<&[u8]>, b: Block, out: &mut [f32
         panel_avx2(v, b, out, ld);
     }
 }
-
-/// Eight f32 per byte: its five trits and three zeros (so a 32-byte load covers them).
-#[repr(C, align(32))]
-struct TritF32([[f32; 8]; 256]);
-
-const fn trit_f32() -> TritF32 {
-    let mut t = [[0.0f32; 8]; 256];
-    let mut c = 0;
-    while c < 256 {
-        let mut i = 0;
-        while i < 5 {
-            t[c][i] = TRITS[c][i] as f32;
-            i += 1;
-        }
-        c += 1;
-    }
-    TritF32(t)
-}
-
-static TRIT_F32: TritF32 = trit_f32();
 
 /// Columns `col0..col0 + dst.len()` of one row (`trits_row`, `scales_row`: the whole row).
 /// Each whole byte loads its eight table floats, multiplies them by the scale (per lane for
