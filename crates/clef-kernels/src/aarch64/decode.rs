@@ -43,6 +43,27 @@ pub(crate) unsafe fn f16_neon(src: &[u8], dst: &mut [f32]) {
     crate::decode::f16_scalar(&src[2 * i..], &mut dst[i..n]);
 }
 
+/// The parts of columns `c0..c0 + n` that each lie in one group of `group` columns, as
+/// (offset into the run, first column, columns in whole 16-column blocks, columns in the part):
+/// the vector loops take the whole blocks, which so never mix two groups' scales, and the
+/// twins the rest of each part.
+fn group_parts(
+    c0: usize,
+    n: usize,
+    group: usize,
+) -> impl Iterator<Item = (usize, usize, usize, usize)> {
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        (i < n).then(|| {
+            let c = c0 + i;
+            let len = (group - c % group).min(n - i);
+            let part = (i, c, len / 16 * 16, len);
+            i += len;
+            part
+        })
+    })
+}
+
 /// One q8 row's columns `c0..c0 + out.len()` (the kernel table's entry): within each group,
 /// whole blocks of 16 codes (so a block never mixes two scales), the group's remainder by the
 /// twin.
@@ -51,12 +72,7 @@ pub(crate) unsafe fn f16_neon(src: &[u8], dst: &mut [f32]) {
 /// NEON; `codes` and `scales` are the whole row's, and the columns lie inside it.
 #[target_feature(enable = "neon")]
 pub(crate) unsafe fn q8_neon(codes: &[u8], scales: &[u8], c0: usize, out: &mut [f32]) {
-    let n = out.len();
-    let mut i = 0;
-    while i < n {
-        let c = c0 + i;
-        let in_group = (Q8_GROUP - c % Q8_GROUP).min(n - i);
-        let whole = in_group / 16 * 16;
+    for (i, c, whole, len) in group_parts(c0, out.len(), Q8_GROUP) {
         if whole > 0 {
             let s = vdupq_n_f32(f16_at(scales, c / Q8_GROUP));
             // columns c .. c + whole lie inside the group, hence inside the row
@@ -75,13 +91,7 @@ pub(crate) unsafe fn q8_neon(codes: &[u8], scales: &[u8], c0: usize, out: &mut [
                 }
             }
         }
-        crate::formats::q8::decode_scalar(
-            codes,
-            scales,
-            c + whole,
-            &mut out[i + whole..i + in_group],
-        );
-        i += in_group;
+        crate::formats::q8::decode_scalar(codes, scales, c + whole, &mut out[i + whole..i + len]);
     }
 }
 
@@ -172,13 +182,8 @@ pub(crate) unsafe fn affine4_neon(p: &RowParts, c0: usize, out: &mut [f32]) {
         0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0,
     ];
     let nibble = vdup_n_u8(0x0f);
-    let n = out.len();
     let o = out.as_mut_ptr();
-    let mut i = 0;
-    while i < n {
-        let c = c0 + i;
-        let in_group = (AFFINE4_GROUP - c % AFFINE4_GROUP).min(n - i);
-        let whole = in_group / 16 * 16;
+    for (i, c, whole, len) in group_parts(c0, out.len(), AFFINE4_GROUP) {
         if whole > 0 {
             let g = c / AFFINE4_GROUP;
             let (s, b) = (
@@ -205,7 +210,6 @@ pub(crate) unsafe fn affine4_neon(p: &RowParts, c0: usize, out: &mut [f32]) {
                 vst4q_u8(o.add(i + k).cast(), picked);
             }
         }
-        crate::formats::affine4::decode_scalar(p, c + whole, &mut out[i + whole..i + in_group]);
-        i += in_group;
+        crate::formats::affine4::decode_scalar(p, c + whole, &mut out[i + whole..i + len]);
     }
 }
