@@ -230,12 +230,16 @@ pub(crate) fn install(k: &mut Kernels, f: Features) {
         k.set_name(Family::WeightDecode, "avx512 (ternary: vbmi)");
     }
     if has(&[Avx2, Avx512F, Avx512Bw, Avx512Vnni]) {
-        let t = int8::avx512vnni_tile();
-        (k.int8_ternary, k.int8_nibble, k.int8_byte) = (t, t, t);
+        let (wide, narrow) = (int8::avx512vnni_tile(), int8::avx512vnni_narrow_tile());
+        // 4-bit codes carry an offset per group, one more float update per group end, and
+        // there the narrow tile (outputs in registers across the groups) is 1.2× the
+        // wide one at 64 columns too; for ternary and q8 the two measure the same
+        // (performance.md, "The VNNI narrow tile for 4-bit weights").
+        (k.int8_ternary, k.int8_nibble, k.int8_byte) = (wide, narrow, wide);
         k.int8_peak = peak::int8_avx512vnni;
-        k.set_name(Family::Int8Tile, "avx512vnni");
+        k.set_name(Family::Int8Tile, "avx512vnni (4-bit: avx512vnni-narrow)");
         // ggml's 32- and 16-column groups: the same instruction, so the same peak.
-        k.int8_any_group = int8::avx512vnni_narrow_tile();
+        k.int8_any_group = narrow;
         k.int8_any_group_name = "avx512vnni-narrow";
         k.int8_any_group_peak = peak::int8_avx512vnni;
     }
@@ -304,6 +308,13 @@ mod tests {
                 "avx512vnni-narrow"
             };
             assert_eq!(k.int8_implementation(32), at_32);
+            // Below AMX, 4-bit codes take the narrow tile at every width (its 32 lanes).
+            if !f.has(Feature::AmxInt8) {
+                use crate::int8::CodeRange;
+                assert_eq!(k.int8_tile(CodeRange::Nibble, 64).mp, 32);
+                assert_eq!(k.int8_tile(CodeRange::Int8, 64).mp, 64);
+                assert_eq!(k.int8_tile(CodeRange::Ternary, 64).mp, 64);
+            }
         }
     }
 
