@@ -308,12 +308,18 @@ mod tests {
                 "avx512vnni-narrow"
             };
             assert_eq!(k.int8_implementation(32), at_32);
-            // Below AMX, 4-bit codes take the narrow tile at every width (its 32 lanes).
+            // Below AMX, 4-bit codes take the narrow tile at every width (told apart from the
+            // wide one by its lane count).
             if !f.has(Feature::AmxInt8) {
                 use crate::int8::CodeRange;
-                assert_eq!(k.int8_tile(CodeRange::Nibble, 64).mp, 32);
-                assert_eq!(k.int8_tile(CodeRange::Int8, 64).mp, 64);
-                assert_eq!(k.int8_tile(CodeRange::Ternary, 64).mp, 64);
+                let (wide, narrow) = (
+                    int8::avx512vnni_tile().mp,
+                    int8::avx512vnni_narrow_tile().mp,
+                );
+                assert_ne!(wide, narrow);
+                assert_eq!(k.int8_tile(CodeRange::Nibble, 64).mp, narrow);
+                assert_eq!(k.int8_tile(CodeRange::Int8, 64).mp, wide);
+                assert_eq!(k.int8_tile(CodeRange::Ternary, 64).mp, wide);
             }
         }
     }
