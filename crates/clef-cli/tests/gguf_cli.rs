@@ -99,14 +99,14 @@ fn serve_answers_from_a_gguf_file() {
         text.contains(r#""format":"gguf F32×113 Q4_0×104""#),
         "{text}"
     );
-    // the integer product by default (Q4_0 blocks); where AMX runs the 32-column groups, the
-    // tile of the 16-column ones is named too
+    // the integer product by default (Q4_0 blocks); where the K-quants take a tile of their
+    // own (every AVX-512 VNNI machine, AMX ones included), it is named too
     assert!(text.contains(r#""matmul":"int8""#), "{text}");
-    if text.contains(r#""matmul_isa":"amx"#) {
-        assert!(
-            text.contains(r#""matmul_isa":"amx (16-column groups: avx512vnni-narrow)""#),
-            "{text}"
-        );
+    for main in ["amx", "avx512vnni-narrow"] {
+        if text.contains(&format!(r#""matmul_isa":"{main}"#)) {
+            let both = format!(r#""matmul_isa":"{main} (K-quants: avx512vnni-superblock)""#);
+            assert!(text.contains(&both), "{text}");
+        }
     }
     assert!(text.contains(r#""file":"nano-q4_0.gguf""#), "{text}");
 }

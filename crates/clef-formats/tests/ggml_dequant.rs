@@ -284,6 +284,14 @@ fn integer_forms_rebuild_the_reference_values() {
         let mut scales = vec![f32::NAN; n / form.group];
         let mut offsets = vec![f32::NAN; if form.affine { n / form.group } else { 0 }];
         integer_row(case.ty, &case.bytes, &mut codes, &mut scales, &mut offsets).unwrap();
+        // The K-quants, and only they, scale per 256-value super-block.
+        let k_quant = matches!(
+            case.ty,
+            GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K
+        );
+        if form.superblock != k_quant.then_some(256) {
+            failures.push(format!("{}: super-block {:?}", case.ty, form.superblock));
+        }
         let (lo, hi) = form.codes;
         if let Some(c) = codes.iter().find(|&&c| c < lo || c > hi) {
             failures.push(format!("{}: code {c} outside {lo}..={hi}", case.ty));

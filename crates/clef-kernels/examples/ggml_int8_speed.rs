@@ -3,7 +3,8 @@
 //! share of the table's integer peak for the type's group width. Measures the tiles for ggml's
 //! 32- and 16-column groups (Q8_0, Q4_0, Q4_K; Q6_K) against the project's own 64-column q8.
 //!
-//! `cargo run --release -p clef-kernels --example ggml_int8_speed [threads]`
+//! `cargo run --release -p clef-kernels --example ggml_int8_speed [threads] [types]` (types:
+//! comma-separated, e.g. `Q4_K,Q6_K`; default all four).
 
 mod support;
 
@@ -25,12 +26,19 @@ fn main() {
         .unwrap();
     let (rows, cols) = (12288, 4096);
     let mut s = 1u64;
-    let types = [
+    let only = std::env::args().nth(2);
+    let types: Vec<GgmlType> = [
         GgmlType::Q8_0,
         GgmlType::Q4_0,
         GgmlType::Q4_K,
         GgmlType::Q6_K,
-    ];
+    ]
+    .into_iter()
+    .filter(|ty| {
+        only.as_deref()
+            .is_none_or(|o| o.split(',').any(|n| n == ty.name()))
+    })
+    .collect();
     // Bytes below 0x3c: every f16 scale in a block is finite and below 1 (speed does not
     // depend on the values, but NaNs would make the products meaningless).
     let views: Vec<GgmlView<Vec<u8>>> = types
@@ -58,7 +66,10 @@ fn main() {
                     " {} {:.1} G/s ({})",
                     v.ty(),
                     ops / t / 1e9,
-                    kt.int8_implementation(v.group())
+                    match v.superblock() {
+                        Some(_) => kt.int8_superblock_implementation(v.group()),
+                        None => kt.int8_implementation(v.group()),
+                    }
                 );
             }
             println!("{line}");

@@ -441,6 +441,21 @@ fn extreme_codes_stay_exact() {
             let w = GgmlView::new(rows, 256, ty, &data[..]).unwrap();
             check_tiles(&w, &x[..m * 256], m).unwrap();
         }
+        // The K-quants' super-block contract at its widest: every code, scale and min at its
+        // top (Q4_K: codes 15, sub-scales and mins 63) and every group's code sum at ±127 · 32.
+        for which in [7, 9, 10, 11] {
+            let (ty, mut data) = ggml_blocks(&mut rng, which, rows, 2);
+            let (per, f16s) = (ty.block().1, GGML_TYPES[which].1);
+            for block in data.chunks_exact_mut(per) {
+                for (i, b) in block.iter_mut().enumerate() {
+                    if !f16s.iter().any(|&at| (at..at + 2).contains(&i)) {
+                        *b = 0xFF;
+                    }
+                }
+            }
+            let w = GgmlView::new(rows, 512, ty, &data[..]).unwrap();
+            check_tiles(&w, &vec![sign; m * 512], m).unwrap();
+        }
     }
 }
 

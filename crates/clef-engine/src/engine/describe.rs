@@ -122,13 +122,14 @@ impl Engine {
 
 impl Engine {
     /// What runs the integer products: the tile for the model's scale groups, and for a GGUF
-    /// file, whose Q6_K, Q3_K and Q2_K blocks scale every 16 values, the tile those take where
-    /// it is another (`amx (16-column groups: avx512vnni-narrow)`).
+    /// file, whose K-quants (Q2_K..Q6_K) multiply under the super-block contract, the tile
+    /// those take where it is another (`amx (K-quants: avx512vnni-superblock)`).
     fn int8_tiles(&self, k: &Kernels) -> String {
-        let main = k.int8_implementation(self.model.integer_group());
-        let narrow = k.int8_implementation(16);
-        if self.model.gguf().is_some() && narrow != main {
-            format!("{main} (16-column groups: {narrow})")
+        let group = self.model.integer_group();
+        let main = k.int8_implementation(group);
+        let kquants = k.int8_superblock_implementation(16);
+        if self.model.gguf().is_some() && kquants != main {
+            format!("{main} (K-quants: {kquants})")
         } else {
             main.to_string()
         }

@@ -19,7 +19,7 @@ use crate::formats::affine4::RowParts;
 use crate::formats::lut6::TABLE_LEN;
 use crate::formats::ternary::TernaryView;
 use crate::gemm::TileKernel;
-use crate::int8::tile::Int8Tile;
+use crate::int8::tile::{Int8Tile, SuperblockEndFn, SuperblockTiles};
 use crate::int8::CodeRange;
 use crate::weights::Block;
 use std::sync::OnceLock;
@@ -175,6 +175,11 @@ pub struct Kernels {
     pub(crate) int8_any_group: Int8Tile,
     pub(crate) int8_any_group_name: &'static str,
     pub(crate) int8_any_group_peak: PeakFn,
+    /// The tiles of the super-block contract (`crate::int8`'s module docs); `None` where the
+    /// level runs that contract on its per-group tiles (`crate::int8::tile::run_superblocks`)
+    /// with [`Kernels::int8_superblock_end`].
+    pub(crate) int8_superblock: Option<SuperblockTiles>,
+    pub(crate) int8_superblock_end: SuperblockEndFn,
     pub(crate) bf16_tile: Bf16Tile,
 
     // weight decoding
@@ -253,6 +258,8 @@ impl Kernels {
             int8_any_group: int8::tile::portable_tile(),
             int8_any_group_name: "portable",
             int8_any_group_peak: peak::int8_batch_portable,
+            int8_superblock: None,
+            int8_superblock_end: int8::tile::superblock_end_portable,
             bf16_tile: crate::bf16::tile::portable_tile(),
             widen_bf16: crate::decode::bf16_scalar,
             widen_f16: crate::decode::f16_scalar,
@@ -431,6 +438,24 @@ impl Kernels {
     /// share one minimum: every level has one tile kind).
     fn int8_narrow(&self, group: usize) -> bool {
         group < self.int8_byte.min_group
+    }
+
+    /// The tile of the super-block contract for codes in `range`, if the level has one of its
+    /// own.
+    pub(crate) fn int8_superblock_tile(&self, range: CodeRange) -> Option<&Int8Tile> {
+        self.int8_superblock.as_ref().map(|t| match range {
+            CodeRange::Int8 => &t.byte,
+            CodeRange::Ternary | CodeRange::Nibble => &t.nibble,
+        })
+    }
+
+    /// What runs the integer products of super-block formats (ggml's K-quants) with groups
+    /// of `group` columns.
+    pub fn int8_superblock_implementation(&self, group: usize) -> &'static str {
+        match self.int8_superblock {
+            Some(t) => t.name,
+            None => self.int8_implementation(group),
+        }
     }
 
     /// The integer tile for weight codes in `range` with scale groups of `group` columns.

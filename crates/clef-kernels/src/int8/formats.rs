@@ -193,6 +193,10 @@ impl<B: AsRef<[u8]> + Sync> Int8Weights for GgmlView<B> {
         self.integer().affine
     }
 
+    fn superblock(&self) -> Option<usize> {
+        self.integer().superblock
+    }
+
     fn prefetch_int8(&self, b: Block) {
         crate::PanelDecode::prefetch_panel(self, b)
     }

@@ -4,7 +4,7 @@
 
 use super::decode::group_sums;
 use super::quantize::{quantize_rows_grouped, QuantizedRows};
-use super::tile::{finish_group, group_is_supported, Int8Tile, TileArgs, KC};
+use super::tile::{finish_group, group_is_supported, run_superblocks, Int8Tile, TileArgs, KC};
 use super::{Int8Panel, Int8Weights};
 use crate::cpu::Kernels;
 use crate::formats::lowrank::LowRankF32;
@@ -78,8 +78,12 @@ pub fn matmul_int8_reference<W: Int8Weights + ?Sized>(x: &[f32], m: usize, w: &W
     let mut q = QuantizedRows::default();
     let bits = w.code_range().activation_bits();
     let group = w.group();
-    quantize_rows_grouped(portable, bits, group, x, m, k, &mut q);
-    let (groups, stride) = (q.groups, q.stride());
+    let sb = w.superblock();
+    // Super-block formats quantize their activations once per super-block.
+    let qgroup = sb.unwrap_or(group);
+    quantize_rows_grouped(portable, bits, qgroup, x, m, k, &mut q);
+    let stride = q.stride();
+    let groups = stride / group;
     let mut codes = vec![0i8; stride];
     let mut scales = vec![0.0f32; groups];
     let mut offsets = vec![0.0f32; groups];
@@ -98,18 +102,40 @@ pub fn matmul_int8_reference<W: Int8Weights + ?Sized>(x: &[f32], m: usize, w: &W
             w.decode_int8(portable, Block::new(j, 1, 0, k), &mut panel);
         }
         for i in 0..m {
-            let mut acc = 0.0f32;
-            for g in 0..groups {
-                let xc = &q.codes[i * stride + g * group..i * stride + (g + 1) * group];
-                let wc = &codes[g * group..(g + 1) * group];
-                let dot: i32 = xc
+            let xc = &q.codes[i * stride..(i + 1) * stride];
+            let dot = |g: usize| -> i32 {
+                xc[g * group..(g + 1) * group]
                     .iter()
-                    .zip(wc)
+                    .zip(&codes[g * group..(g + 1) * group])
                     .map(|(&a, &b)| i32::from(a) * i32::from(b))
-                    .sum();
-                let sx = q.scales[i * groups + g];
-                let off = affine.then(|| (offsets[g], sx * q.sums[i * groups + g] as f32));
-                acc = finish_group(acc, dot, scales[g], sx, off);
+                    .sum()
+            };
+            let mut acc = 0.0f32;
+            match sb {
+                None => {
+                    for g in 0..groups {
+                        let sx = q.scales[i * groups + g];
+                        let off = affine.then(|| (offsets[g], sx * q.sums[i * groups + g] as f32));
+                        acc = finish_group(acc, dot(g), scales[g], sx, off);
+                    }
+                }
+                Some(sb) => {
+                    let per = sb / group;
+                    for s in 0..q.groups {
+                        let mut t = 0.0f32;
+                        for g in s * per..(s + 1) * per {
+                            t = (dot(g) as f32).mul_add(scales[g], t);
+                            if affine {
+                                let xs: i32 = xc[g * group..(g + 1) * group]
+                                    .iter()
+                                    .map(|&c| i32::from(c))
+                                    .sum();
+                                t = offsets[g].mul_add(xs as f32, t);
+                            }
+                        }
+                        acc = t.mul_add(q.scales[i * q.groups + s], acc);
+                    }
+                }
             }
             y[i * n + j] = acc;
         }
@@ -147,6 +173,16 @@ struct BlockScratch {
     offsets: Vec<f32>,
     corr: Vec<i32>,
     acc: Vec<f32>,
+}
+
+/// The tile a product of `w` runs on with the table `kt`, and whether it is the table's own
+/// tile of the super-block contract (else a per-group tile, which runs that contract through
+/// `run_superblocks` for super-block formats).
+fn select_tile<'k, W: Int8Weights + ?Sized>(kt: &'k Kernels, w: &W) -> (&'k Int8Tile, bool) {
+    match (w.superblock(), kt.int8_superblock_tile(w.code_range())) {
+        (Some(_), Some(tile)) => (tile, true),
+        _ => (kt.int8_tile(w.code_range(), w.group()), false),
+    }
 }
 
 fn run<W: Int8Weights + ?Sized>(
@@ -209,23 +245,27 @@ struct PackLayout {
     /// Columns per group and groups per k-block.
     group: usize,
     gpk: usize,
+    /// Groups per super-block (0: the per-group contract).
+    sb: usize,
     panels: usize,
     mp: usize,
     kblocks: usize,
     /// Words of one (k-block, panel): `KC/4 · MP` code words, then per group MP scales and MP
-    /// sums (f32 bits).
+    /// sums (f32 bits); under the super-block contract, per super-block MP scales and per
+    /// group MP code sums (f32), in the same space.
     panel_words: usize,
     /// Words of codes at the front of each (k-block, panel): `KC/4 · MP`.
     code_words: usize,
 }
 
 impl PackLayout {
-    fn new(mc: usize, groups: usize, group: usize, tile: &Int8Tile) -> Self {
+    fn new(mc: usize, groups: usize, group: usize, sb: usize, tile: &Int8Tile) -> Self {
         let (gpk, mp) = (KC / group, tile.mp);
         let code_words = KC / 4 * mp;
         PackLayout {
             group,
             gpk,
+            sb,
             panels: mc.div_ceil(mp),
             mp,
             kblocks: groups.div_ceil(gpk),
@@ -253,8 +293,8 @@ fn pack_panel(
 ) {
     let (group, gpk, mp) = (layout.group, layout.gpk, tile.mp);
     let g0 = kb * gpk;
-    let ng = gpk.min(q.groups - g0);
     let stride = q.stride();
+    let ng = gpk.min(stride / group - g0);
     // Codes are within ±127 and biases 0, 64 (7-bit codes) or 128, so a biased code fits a
     // byte; the signed tiles' bytes are the codes' two's complement.
     let bias = tile.x_bias as u8;
@@ -272,6 +312,31 @@ fn pack_panel(
         }
     }
     let (scales, sums) = rest.split_at_mut(gpk * mp);
+    if layout.sb > 0 {
+        // One scale per super-block, and the groups' code sums (integers, exact in f32).
+        let (sb, sbpk) = (layout.sb, gpk / layout.sb);
+        for lane in 0..mp {
+            let row = p * mp + lane;
+            for s in 0..ng / sb {
+                let sx = if row < mc {
+                    q.scales[row * q.groups + kb * sbpk + s]
+                } else {
+                    0.0
+                };
+                scales[s * mp + lane] = sx.to_bits();
+            }
+            for g in 0..ng {
+                let xs: i32 = if row < mc {
+                    let c = row * stride + (g0 + g) * group;
+                    q.codes[c..c + group].iter().map(|&v| i32::from(v)).sum()
+                } else {
+                    0
+                };
+                sums[g * mp + lane] = (xs as f32).to_bits();
+            }
+        }
+        return;
+    }
     for g in 0..ng {
         for lane in 0..mp {
             let row = p * mp + lane;
@@ -305,11 +370,24 @@ fn pass<W: Int8Weights + ?Sized>(
         group_is_supported(group),
         "integer groups of {group} columns"
     );
-    let tile = kt.int8_tile(w.code_range(), group);
+    let (tile, _) = select_tile(kt, w);
     let (mr, mp) = (tile.mr, tile.mp);
     let bits = w.code_range().activation_bits();
-    quantize_rows_grouped(kt, bits, group, x, mc, k, q);
-    let layout = PackLayout::new(mc, q.groups, group, tile);
+    let sb = match w.superblock() {
+        Some(sb) => {
+            assert!(
+                sb.is_multiple_of(group) && KC.is_multiple_of(sb) && k.is_multiple_of(sb),
+                "super-blocks of {sb} columns"
+            );
+            quantize_rows_grouped(kt, bits, sb, x, mc, k, q);
+            sb / group
+        }
+        None => {
+            quantize_rows_grouped(kt, bits, group, x, mc, k, q);
+            0
+        }
+    };
+    let layout = PackLayout::new(mc, q.stride() / group, group, sb, tile);
     let total = layout.kblocks * layout.panels * layout.panel_words;
     packed.resize(0);
     packed.resize(total);
@@ -373,7 +451,7 @@ fn block<W: Int8Weights + ?Sized>(
     out: &SharedRows,
 ) {
     let (group, gpk) = (layout.group, layout.gpk);
-    let tile = kt.int8_tile(w.code_range(), group);
+    let (tile, fused) = select_tile(kt, w);
     let mp = layout.mp;
     let mr = tile.mr;
     // Every element read is written first (decoded rows and their groups, the accumulators at
@@ -451,13 +529,21 @@ fn block<W: Int8Weights + ?Sized>(
                     c: s.acc[jr * mr * mpad + p * mp..].as_mut_ptr(),
                     ldc: mpad,
                     init: kb == 0,
+                    sb: layout.sb,
                 };
                 // SAFETY: the table holds only tiles this CPU runs; the weight rows
                 // `jr·mr..(jr + 1)·mr` lie inside the `nrpad × KC` codes and `nrpad × gpk`
                 // group arrays, the panel holds `ng·group/4` steps of `mp` lanes plus `gpk·mp`
                 // scales and sums, and the output rows `jr·mr..` of stride `mpad` hold `mp`
-                // lanes from `p·mp` on.
-                unsafe { tile.run(&args, affine) };
+                // lanes from `p·mp` on; under the super-block contract `ng` is whole
+                // super-blocks (`k` is a multiple of one).
+                unsafe {
+                    if layout.sb > 0 && !fused {
+                        run_superblocks(tile, kt.int8_superblock_end, &args, affine)
+                    } else {
+                        tile.run(&args, affine)
+                    }
+                };
             }
         }
     }

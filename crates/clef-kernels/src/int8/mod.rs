@@ -14,6 +14,23 @@
 //! acc = fma(ow[j, g], sx[i, g] · f32(Σ_{c ∈ g} qx[i, c]), acc)   (affine weights only)
 //! ```
 //!
+//! The K-quants (ggml's Q2_K..Q6_K, [`Int8Weights::superblock`]) take another contract,
+//! llama.cpp's grid: their group scales are small integers times one f16 per 256 columns, so
+//! the activations are quantized once per super-block `s` of 256 columns (scale `sx[i, s]`)
+//! and each output, for each super-block in order:
+//!
+//! ```text
+//! t = +0
+//! for each group g of s, in order:
+//!     t = fma(f32(dot_g), sw[j, g], t)
+//!     t = fma(ow[j, g], f32(Σ_{c ∈ g} qx[i, c]), t)        (affine only)
+//! acc = fma(t, sx[i, s], acc)
+//! ```
+//!
+//! Per group one conversion and one or two fused adds, where the per-group contract has a
+//! conversion, a multiply (`sw · sx`) and one or two fused adds; the activation scale once per
+//! super-block.
+//!
 //! The integer part is exact and the float part is one fixed sequence of roundings, so every
 //! instruction set gives the same bits as the scalar twin ([`matmul_int8_reference`]), whatever
 //! the thread count. The SIMD tiles get there by different routes: AVX-512 VNNI and AVX-VNNI
@@ -105,6 +122,12 @@ pub trait Int8Weights: Sync {
     fn has_offsets(&self) -> bool {
         false
     }
+    /// Columns per super-block for the formats multiplied under the super-block contract (the
+    /// module docs): a multiple of [`Int8Weights::group`] that divides the k-block and the
+    /// columns.
+    fn superblock(&self) -> Option<usize> {
+        None
+    }
     /// Whether [`Int8Weights::decode_int8`] also writes each group's code sum (which the
     /// unsigned tiles need), cheaper than a pass over the decoded codes; otherwise the driver
     /// computes them.
@@ -136,6 +159,9 @@ impl<W: Int8Weights + ?Sized> Int8Weights for &W {
     }
     fn has_offsets(&self) -> bool {
         (**self).has_offsets()
+    }
+    fn superblock(&self) -> Option<usize> {
+        (**self).superblock()
     }
     fn writes_sums(&self) -> bool {
         (**self).writes_sums()

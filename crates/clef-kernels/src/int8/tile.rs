@@ -47,6 +47,101 @@ pub(crate) struct TileArgs {
     pub ldc: usize,
     /// Overwrite `c` (first k-block) instead of accumulating into it.
     pub init: bool,
+    /// Groups per super-block under the super-block contract (`crate::int8`'s module docs),
+    /// 0 under the per-group one. There `xscale` holds one scale per super-block and lane
+    /// (`[s·MP + b]`) and `xsum` the groups' code sums as f32 (`[g·MP + b]`, integers).
+    pub sb: usize,
+}
+
+/// The super-block end of one tile under the super-block contract: `c = fma(t, sx, c)` for
+/// `mr × mp` outputs.
+pub(crate) struct SuperblockEnd {
+    /// The super-block's `t` per output: `t[a·mp + b]`.
+    pub t: *const f32,
+    pub mr: usize,
+    pub mp: usize,
+    pub c: *mut f32,
+    pub ldc: usize,
+    /// The first super-block of the product: `c` starts at +0 instead of being read.
+    pub first: bool,
+    /// The super-block's activation scales, `sx[b]`.
+    pub sx: *const f32,
+}
+
+pub(crate) type SuperblockEndFn = unsafe fn(&SuperblockEnd);
+
+/// The most lanes a tile has (the AVX-512 VNNI tile's 64).
+const MAX_MP: usize = 64;
+
+/// The super-block end: the portable table's (and the Arm ones') and the twin of
+/// `crate::x86::int8::superblock_end_avx2`.
+///
+/// # Safety
+/// Every pointer must cover the extents [`SuperblockEnd`] names.
+pub(crate) unsafe fn superblock_end_portable(e: &SuperblockEnd) {
+    for a in 0..e.mr {
+        let t = std::slice::from_raw_parts(e.t.add(a * e.mp), e.mp);
+        let sx = std::slice::from_raw_parts(e.sx, e.mp);
+        let c = std::slice::from_raw_parts_mut(e.c.add(a * e.ldc), e.mp);
+        for ((c, &t), &sx) in c.iter_mut().zip(t).zip(sx) {
+            let prev = if e.first { 0.0 } else { *c };
+            *c = t.mul_add(sx, prev);
+        }
+    }
+}
+
+/// Ones for the per-super-block runs of [`run_superblocks`]: `sw · 1` is `sw` exactly.
+static ONES: [f32; 16 * MAX_MP] = [1.0; 16 * MAX_MP];
+
+/// The super-block contract on a tile of the per-group one, for the levels without a tile of
+/// their own for it: per super-block, the tile with activation scales of 1 and the groups' code
+/// sums as its `scale · Σ codes` gives `t` exactly as the contract forms it (`sw · 1 = sw`, and
+/// `f32(dot)` is exact), written to a scratch `t`; `end` then applies the super-block's scale.
+///
+/// # Safety
+/// `args` must satisfy [`Int8Tile::run`] for `tile` under the super-block contract, and `end`
+/// must run on this CPU.
+pub(crate) unsafe fn run_superblocks(
+    tile: &Int8Tile,
+    end: SuperblockEndFn,
+    args: &TileArgs,
+    affine: bool,
+) {
+    let (sb, mp) = (args.sb, tile.mp);
+    assert!((1..=16).contains(&sb) && args.groups.is_multiple_of(sb));
+    assert!(tile.mr * mp <= 16 * MAX_MP);
+    // Written whole by each run's tile (`init`) before `end` reads it.
+    let mut t = std::mem::MaybeUninit::<[f32; 16 * MAX_MP]>::uninit();
+    let t = t.as_mut_ptr().cast::<f32>();
+    for s in 0..args.groups / sb {
+        let g0 = s * sb;
+        let run = TileArgs {
+            groups: sb,
+            steps: args.steps,
+            w: args.w.add(g0 * 4 * args.steps),
+            wscale: args.wscale.add(g0),
+            woff: args.woff.add(g0),
+            wcorr: args.wcorr.add(g0),
+            gs: args.gs,
+            x: args.x.add(g0 * args.steps * mp * 4),
+            xscale: ONES.as_ptr(),
+            xsum: args.xsum.add(g0 * mp),
+            c: t,
+            ldc: mp,
+            init: true,
+            sb: 0,
+        };
+        tile.run(&run, affine);
+        end(&SuperblockEnd {
+            t,
+            mr: tile.mr,
+            mp,
+            c: args.c,
+            ldc: args.ldc,
+            first: args.init && s == 0,
+            sx: args.xscale.add(s * mp),
+        });
+    }
 }
 
 pub(crate) type TileFn = unsafe fn(&TileArgs);
@@ -64,6 +159,15 @@ pub(crate) struct Int8Tile {
     pub min_group: usize,
     pub plain: TileFn,
     pub affine: TileFn,
+}
+
+/// A level's tiles of the super-block contract, per code range of ggml's K-quants (4-bit and
+/// narrower codes, 5- and 6-bit ones), with the name `clef bench` and `/v1/models` give them.
+#[derive(Clone, Copy)]
+pub(crate) struct SuperblockTiles {
+    pub nibble: Int8Tile,
+    pub byte: Int8Tile,
+    pub name: &'static str,
 }
 
 /// The portable tile (the kernel table's default for every code range).

@@ -2,32 +2,35 @@
 //! [`super::int8_tiles`]), the byte-level weight decoders and the activation quantizer. Each
 //! gives its scalar twin's bytes (`crate::int8::decode`, `crate::int8::quantize`).
 
-use super::int8_tiles::{bytes, nibbles, ymm, zmm, zmm_narrow};
+use super::int8_tiles::{bytes, nibbles, ymm, zmm, zmm_narrow, zmm_superblock};
 use crate::int8::decode::PLANE_BYTES;
 use crate::int8::tile::Int8Tile;
+use crate::int8::tile::{SuperblockEnd, SuperblockTiles};
 use crate::int8::GROUP;
 use std::arch::x86_64::*;
+
+/// Rows of the AVX2 tile for 8-bit codes (6 spill an accumulator per step).
+const BYTE_MR: usize = 5;
 
 /// The AVX2 tiles (no VNNI) for ternary, 4-bit and 8-bit codes: each form keeps its pair sums
 /// inside 16 bits for its code range.
 pub(crate) fn avx2_tiles() -> (Int8Tile, Int8Tile, Int8Tile) {
     const TERNARY_MR: usize = 6;
-    const BYTE_MR: usize = 5;
     let ternary = Int8Tile {
         mr: TERNARY_MR,
         mp: bytes::MP,
         x_bias: 128,
         min_group: 16,
-        plain: bytes::tile::<TERNARY_MR, false, false>,
-        affine: bytes::tile::<TERNARY_MR, false, true>,
+        plain: bytes::tile::<TERNARY_MR, false, false, false>,
+        affine: bytes::tile::<TERNARY_MR, false, true, false>,
     };
     let nibble = Int8Tile {
         mr: nibbles::MR,
         mp: nibbles::MP,
         x_bias: 128,
         min_group: 16,
-        plain: nibbles::tile::<false>,
-        affine: nibbles::tile::<true>,
+        plain: nibbles::tile::<false, false>,
+        affine: nibbles::tile::<true, false>,
     };
     let byte = Int8Tile {
         mr: BYTE_MR,
@@ -35,10 +38,29 @@ pub(crate) fn avx2_tiles() -> (Int8Tile, Int8Tile, Int8Tile) {
         // 7-bit activations (`CodeRange::activation_bits`): `qx + 64` ≤ 127.
         x_bias: 64,
         min_group: 16,
-        plain: bytes::tile::<BYTE_MR, true, false>,
-        affine: bytes::tile::<BYTE_MR, true, true>,
+        plain: bytes::tile::<BYTE_MR, true, false, false>,
+        affine: bytes::tile::<BYTE_MR, true, true, false>,
     };
     (ternary, nibble, byte)
+}
+
+/// The AVX2 tiles of the super-block contract (ggml's K-quants): the 4-bit and 8-bit forms
+/// above with their group ends adding into the super-block's `t`.
+pub(crate) fn avx2_superblock_tiles() -> SuperblockTiles {
+    let (_, nibble, byte) = avx2_tiles();
+    SuperblockTiles {
+        nibble: Int8Tile {
+            plain: nibbles::tile::<false, true>,
+            affine: nibbles::tile::<true, true>,
+            ..nibble
+        },
+        byte: Int8Tile {
+            plain: bytes::tile::<BYTE_MR, true, false, true>,
+            affine: bytes::tile::<BYTE_MR, true, true, true>,
+            ..byte
+        },
+        name: "avx2",
+    }
 }
 
 /// The 256-bit VNNI tile (every code range).
@@ -76,6 +98,46 @@ pub(crate) fn avx512vnni_narrow_tile() -> Int8Tile {
         min_group: 16,
         plain: zmm_narrow::tile::<false>,
         affine: zmm_narrow::tile::<true>,
+    }
+}
+
+/// The tile of the super-block contract (ggml's K-quants), for every code range.
+pub(crate) fn avx512vnni_superblock_tiles() -> SuperblockTiles {
+    let tile = Int8Tile {
+        mr: zmm_superblock::MR,
+        mp: zmm_superblock::MP,
+        x_bias: 128,
+        min_group: 16,
+        plain: zmm_superblock::tile::<false>,
+        affine: zmm_superblock::tile::<true>,
+    };
+    SuperblockTiles {
+        nibble: tile,
+        byte: tile,
+        name: "avx512vnni-superblock",
+    }
+}
+
+/// The super-block end in AVX2 and FMA (twin: `crate::int8::tile::superblock_end_portable`),
+/// for the AVX-VNNI level, which runs the super-block contract on its per-group tile.
+///
+/// # Safety
+/// AVX2 and FMA must be available, the lane count a multiple of 8; see
+/// `crate::int8::tile::SuperblockEnd`.
+#[target_feature(enable = "avx2,fma")]
+pub(crate) unsafe fn superblock_end_avx2(e: &SuperblockEnd) {
+    assert!(e.mp.is_multiple_of(8));
+    for a in 0..e.mr {
+        for b0 in (0..e.mp).step_by(8) {
+            let cp = e.c.add(a * e.ldc + b0);
+            let prev = if e.first {
+                _mm256_setzero_ps()
+            } else {
+                _mm256_loadu_ps(cp)
+            };
+            let t = _mm256_loadu_ps(e.t.add(a * e.mp + b0));
+            _mm256_storeu_ps(cp, _mm256_fmadd_ps(t, _mm256_loadu_ps(e.sx.add(b0)), prev));
+        }
     }
 }
 

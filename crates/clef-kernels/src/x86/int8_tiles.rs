@@ -44,6 +44,60 @@ macro_rules! finish_group_avx2 {
 }
 use finish_group_avx2;
 
+/// The AVX2 tiles' group end under either contract (`crate::int8`'s module docs): the
+/// per-group one ([`finish_group_avx2`]) or, with `$sb`, the super-block one, where the group
+/// adds into the super-block's `t` (`$tsum[a][v]`, from +0 at the super-block's first group)
+/// without the activation scale, which [`superblock_end_avx2`] applies once per super-block.
+macro_rules! group_end_avx2 {
+    ($t:expr, $dot:expr, $a:expr, $v:expr, $g:expr, $mp:expr, $affine:expr, $sb:expr, $tsum:expr) => {{
+        use std::arch::x86_64::*;
+        let t = $t;
+        if $sb {
+            let prev = if $g % t.sb == 0 {
+                _mm256_setzero_ps()
+            } else {
+                $tsum[$a][$v]
+            };
+            let sw = _mm256_set1_ps(*t.wscale.add($a * t.gs + $g));
+            let mut tv = _mm256_fmadd_ps(_mm256_cvtepi32_ps($dot), sw, prev);
+            if $affine {
+                let ow = _mm256_set1_ps(*t.woff.add($a * t.gs + $g));
+                let xs = _mm256_loadu_ps(t.xsum.add($g * $mp + 8 * $v));
+                tv = _mm256_fmadd_ps(ow, xs, tv);
+            }
+            $tsum[$a][$v] = tv;
+        } else {
+            finish_group_avx2!(t, $dot, $a, $v, $g, $mp, $affine);
+        }
+    }};
+}
+use group_end_avx2;
+
+/// After group `$g` under the super-block contract: at a super-block's last group,
+/// `c = fma(t, sx, c)` for every output of the tile.
+macro_rules! superblock_end_avx2 {
+    ($t:expr, $g:expr, $mp:expr, $tsum:expr) => {{
+        use std::arch::x86_64::*;
+        let t = $t;
+        if ($g + 1) % t.sb == 0 {
+            let s = $g / t.sb;
+            for (a, row) in $tsum.iter().enumerate() {
+                for (v, &tv) in row.iter().enumerate() {
+                    let cp = t.c.add(a * t.ldc + 8 * v);
+                    let prev = if t.init && s == 0 {
+                        _mm256_setzero_ps()
+                    } else {
+                        _mm256_loadu_ps(cp)
+                    };
+                    let sx = _mm256_loadu_ps(t.xscale.add(s * $mp + 8 * v));
+                    _mm256_storeu_ps(cp, _mm256_fmadd_ps(tv, sx, prev));
+                }
+            }
+        }
+    }};
+}
+use superblock_end_avx2;
+
 /// [`finish_group_avx2`] on 16 lanes: the AVX-512 VNNI tile's and the AMX tile's update.
 macro_rules! finish_group_avx512 {
     ($t:expr, $dot:expr, $a:expr, $v:expr, $g:expr, $mp:expr, $affine:expr) => {{
@@ -105,11 +159,13 @@ pub(crate) mod nibbles {
     const SPAN: usize = 4;
 
     /// # Safety
-    /// AVX2 must be available, `t` must satisfy [`crate::int8::tile::Int8Tile::run`] and every
-    /// code must lie in −15..=15 (the bound above holds for either sign).
+    /// AVX2 must be available, `t` must satisfy [`crate::int8::tile::Int8Tile::run`] (under
+    /// the super-block contract with `SB`) and every code must lie in −15..=15 (the bound
+    /// above holds for either sign).
     #[target_feature(enable = "avx2,fma")]
-    pub(crate) unsafe fn tile<const AFFINE: bool>(t: &TileArgs) {
+    pub(crate) unsafe fn tile<const AFFINE: bool, const SB: bool>(t: &TileArgs) {
         let ones = _mm256_set1_epi16(1);
+        let mut tsum = [[_mm256_setzero_ps(); NV]; MR];
         for g in 0..t.groups {
             let mut acc: [[__m256i; NV]; MR] =
                 std::array::from_fn(|a| [_mm256_set1_epi32(*t.wcorr.add(a * t.gs + g)); NV]);
@@ -139,8 +195,11 @@ pub(crate) mod nibbles {
             }
             for (a, row) in acc.iter().enumerate() {
                 for (v, &dot) in row.iter().enumerate() {
-                    super::finish_group_avx2!(t, dot, a, v, g, MP, AFFINE);
+                    super::group_end_avx2!(t, dot, a, v, g, MP, AFFINE, SB, tsum);
                 }
+            }
+            if SB {
+                super::superblock_end_avx2!(t, g, MP, tsum);
             }
         }
     }
@@ -169,10 +228,16 @@ pub(crate) mod bytes {
     /// pair sums of the codes against the packed activations must fit 16 bits over a whole
     /// group (`WIDEN_EACH_STEP = false`) or over one step (`true`), as the forms above do.
     #[target_feature(enable = "avx2,fma")]
-    pub(crate) unsafe fn tile<const MR: usize, const WIDEN_EACH_STEP: bool, const AFFINE: bool>(
+    pub(crate) unsafe fn tile<
+        const MR: usize,
+        const WIDEN_EACH_STEP: bool,
+        const AFFINE: bool,
+        const SB: bool,
+    >(
         t: &TileArgs,
     ) {
         let ones = _mm256_set1_epi16(1);
+        let mut tsum = [[_mm256_setzero_ps(); NV]; MR];
         for g in 0..t.groups {
             // 32-bit sums when widening each step, 16-bit pair sums otherwise.
             let mut acc = [[_mm256_setzero_si256(); NV]; MR];
@@ -206,8 +271,11 @@ pub(crate) mod bytes {
                         _mm256_madd_epi16(r, ones)
                     };
                     let dot = _mm256_add_epi32(sums, corr);
-                    super::finish_group_avx2!(t, dot, a, v, g, MP, AFFINE);
+                    super::group_end_avx2!(t, dot, a, v, g, MP, AFFINE, SB, tsum);
                 }
+            }
+            if SB {
+                super::superblock_end_avx2!(t, g, MP, tsum);
             }
         }
     }
@@ -304,6 +372,69 @@ pub(crate) mod zmm_narrow {
         for (a, crow) in c.iter().enumerate() {
             for (v, &cv) in crow.iter().enumerate() {
                 _mm512_storeu_ps(t.c.add(a * t.ldc + 16 * v), cv);
+            }
+        }
+    }
+}
+
+/// The super-block contract (`crate::int8`'s module docs) on the [`zmm_narrow`] shape, for
+/// ggml's K-quants: per group one conversion and one fused add (two for the types with a min)
+/// into a float `t` kept in registers over the super-block (12 integer + 12 float
+/// accumulators, 2 activation vectors and a broadcast), where the per-group contract also has
+/// a multiply (`sw · sx`); at the super-block's end `c = fma(t, sx, c)` in memory.
+pub(crate) mod zmm_superblock {
+    use crate::int8::tile::{TileArgs, KC};
+    use std::arch::x86_64::*;
+
+    pub(crate) const MR: usize = 6;
+    const NV: usize = 2;
+    pub(crate) const MP: usize = 16 * NV;
+
+    /// # Safety
+    /// AVX-512F/BW/VNNI must be available and `t` must satisfy
+    /// [`crate::int8::tile::Int8Tile::run`] under the super-block contract (`t.sb` dividing
+    /// `t.groups`).
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma")]
+    pub(crate) unsafe fn tile<const AFFINE: bool>(t: &TileArgs) {
+        let sb = t.sb;
+        let mut xp = t.x;
+        let mut wp = t.w;
+        for s in 0..t.groups / sb {
+            let mut tacc = [[_mm512_setzero_ps(); NV]; MR];
+            for g in s * sb..(s + 1) * sb {
+                let mut acc: [[__m512i; NV]; MR] =
+                    std::array::from_fn(|a| [_mm512_set1_epi32(*t.wcorr.add(a * t.gs + g)); NV]);
+                super::dpbusd_steps!(t.steps, acc, xp, wp, MP);
+                let xs: [__m512; NV] = if AFFINE {
+                    std::array::from_fn(|v| _mm512_loadu_ps(t.xsum.add(g * MP + 16 * v)))
+                } else {
+                    [_mm512_setzero_ps(); NV]
+                };
+                for (a, (trow, row)) in tacc.iter_mut().zip(&acc).enumerate() {
+                    let sw = _mm512_set1_ps(*t.wscale.add(a * t.gs + g));
+                    for (tv, &dot) in trow.iter_mut().zip(row) {
+                        *tv = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), sw, *tv);
+                    }
+                    if AFFINE {
+                        let ow = _mm512_set1_ps(*t.woff.add(a * t.gs + g));
+                        for (tv, &x) in trow.iter_mut().zip(&xs) {
+                            *tv = _mm512_fmadd_ps(ow, x, *tv);
+                        }
+                    }
+                }
+            }
+            let sx: [__m512; NV] =
+                std::array::from_fn(|v| _mm512_loadu_ps(t.xscale.add(s * MP + 16 * v)));
+            for (a, trow) in tacc.iter().enumerate() {
+                for (v, &tv) in trow.iter().enumerate() {
+                    let cp = t.c.add(a * t.ldc + 16 * v);
+                    let prev = if t.init && s == 0 {
+                        _mm512_setzero_ps()
+                    } else {
+                        _mm512_loadu_ps(cp)
+                    };
+                    _mm512_storeu_ps(cp, _mm512_fmadd_ps(tv, sx[v], prev));
+                }
             }
         }
     }

@@ -183,6 +183,7 @@ pub(crate) fn install(k: &mut Kernels, f: Features) {
         k.planes = int8::planes_avx2;
         k.quantize_group = int8::quantize_group_avx2;
         (k.int8_ternary, k.int8_nibble, k.int8_byte) = int8::avx2_tiles();
+        k.int8_superblock = Some(int8::avx2_superblock_tiles());
         c.install(k);
         k.rotate_row = compiled::rotate_row_avx2;
         k.project = lowrank::project_avx2;
@@ -204,6 +205,9 @@ pub(crate) fn install(k: &mut Kernels, f: Features) {
     if has(&[Avx2, AvxVnni]) {
         let t = int8::avxvnni_tile();
         (k.int8_ternary, k.int8_nibble, k.int8_byte) = (t, t, t);
+        // ggml's K-quants on the VNNI tile, under their contract through its per-group form.
+        k.int8_superblock = None;
+        k.int8_superblock_end = int8::superblock_end_avx2;
         k.int8_peak = peak::int8_avxvnni;
         k.set_name(Family::Int8Tile, "avxvnni");
     }
@@ -242,6 +246,8 @@ pub(crate) fn install(k: &mut Kernels, f: Features) {
         k.int8_any_group = narrow;
         k.int8_any_group_name = "avx512vnni-narrow";
         k.int8_any_group_peak = peak::int8_avx512vnni;
+        // ggml's K-quants (the super-block contract); the AMX level keeps this tile for them.
+        k.int8_superblock = Some(int8::avx512vnni_superblock_tiles());
     }
     if has(&[Avx2, Avx512F, Avx512Bf16]) {
         k.bf16_tile = Bf16Tile {
@@ -321,6 +327,80 @@ mod tests {
                 assert_eq!(k.int8_tile(CodeRange::Int8, 64).mp, wide);
                 assert_eq!(k.int8_tile(CodeRange::Ternary, 64).mp, wide);
             }
+            // ggml's K-quants take the super-block tile, AMX machines too.
+            assert_eq!(
+                k.int8_superblock_implementation(16),
+                "avx512vnni-superblock"
+            );
+            assert!(k
+                .int8_superblock_tile(crate::int8::CodeRange::Nibble)
+                .is_some());
+        }
+    }
+
+    /// The AVX2 levels (no VNNI) run ggml's K-quants on their own super-block tiles, per code
+    /// range; the AVX-VNNI level on its per-group tile with the AVX2 super-block end.
+    #[test]
+    fn kquants_take_the_levels_superblock_tiles() {
+        use crate::int8::CodeRange;
+        for k in Kernels::available() {
+            let f = k.features();
+            if f.has(Feature::Avx512Vnni) || !f.has(Feature::Avx2) {
+                continue;
+            }
+            if f.has(Feature::AvxVnni) {
+                assert!(k.int8_superblock_tile(CodeRange::Nibble).is_none());
+                continue;
+            }
+            assert_eq!(k.int8_superblock_implementation(16), "avx2");
+            let (nibble, byte) = (
+                k.int8_superblock_tile(CodeRange::Nibble).unwrap(),
+                k.int8_superblock_tile(CodeRange::Int8).unwrap(),
+            );
+            assert_eq!((nibble.mr, byte.mr), (int8_tiles::nibbles::MR, 5));
+        }
+    }
+
+    proptest::proptest! {
+        /// The AVX2 super-block end against its portable twin: the same bits, first
+        /// super-block or not, at every lane count the tiles have.
+        #[test]
+        fn superblock_end_avx2_matches_its_twin(
+            seed in proptest::prelude::any::<u64>(), mr in 1usize..7, wide in 1usize..9,
+            first in proptest::prelude::any::<bool>(),
+        ) {
+            use crate::int8::tile::{superblock_end_portable, SuperblockEnd};
+            if !Features::detected().has(Feature::Avx2) {
+                return Ok(());
+            }
+            let mp = 8 * wide;
+            let mut s = seed;
+            let mut draw = || {
+                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 8.0
+            };
+            let t: Vec<f32> = (0..mr * mp).map(|_| draw()).collect();
+            let sx: Vec<f32> = (0..mp).map(|_| draw()).collect();
+            let c0: Vec<f32> = (0..mr * (mp + 3)).map(|_| draw()).collect();
+            let run = |f: unsafe fn(&SuperblockEnd)| {
+                let mut c = c0.clone();
+                let e = SuperblockEnd {
+                    t: t.as_ptr(),
+                    mr,
+                    mp,
+                    c: c.as_mut_ptr(),
+                    ldc: mp + 3,
+                    first,
+                    sx: sx.as_ptr(),
+                };
+                // SAFETY: AVX2 checked above; `t` is mr × mp, `sx` mp, `c` mr rows of mp + 3.
+                unsafe { f(&e) };
+                c.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+            };
+            proptest::prop_assert_eq!(
+                run(int8::superblock_end_avx2),
+                run(superblock_end_portable)
+            );
         }
     }
 

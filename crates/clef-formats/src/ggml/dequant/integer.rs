@@ -25,6 +25,11 @@ pub struct IntegerForm {
     pub codes: (i8, i8),
     /// Whether each run also has an offset (`y = scale·code + offset`).
     pub affine: bool,
+    /// Elements per super-block for the K-quants (256), whose run scales and offsets are
+    /// small integers times one f16 (or two) per block (`d·sc`, `−dmin·m`): llama.cpp
+    /// quantizes the activations it multiplies them with once per super-block (`q8_K`), and
+    /// an integer product may do the same. `None` for the others.
+    pub superblock: Option<usize>,
 }
 
 /// The integer form of `ty`, if it has one.
@@ -34,6 +39,11 @@ pub fn integer_form(ty: GgmlType) -> Option<IntegerForm> {
         group,
         codes: (lo, hi),
         affine,
+        superblock: None,
+    };
+    let k = |group, lo, hi, affine| IntegerForm {
+        superblock: Some(QK_K),
+        ..form(group, lo, hi, affine)
     };
     Some(match ty {
         Q4_0 => form(32, -8, 7, false),
@@ -42,11 +52,11 @@ pub fn integer_form(ty: GgmlType) -> Option<IntegerForm> {
         Q5_1 => form(32, 0, 31, true),
         Q8_0 => form(32, -128, 127, false),
         IQ4_NL | IQ4_XS => form(32, -127, 113, false),
-        Q2_K => form(16, 0, 3, true),
-        Q3_K => form(16, -4, 3, false),
-        Q4_K => form(32, 0, 15, true),
-        Q5_K => form(32, 0, 31, true),
-        Q6_K => form(16, -32, 31, false),
+        Q2_K => k(16, 0, 3, true),
+        Q3_K => k(16, -4, 3, false),
+        Q4_K => k(32, 0, 15, true),
+        Q5_K => k(32, 0, 31, true),
+        Q6_K => k(16, -32, 31, false),
         _ => return None,
     })
 }
