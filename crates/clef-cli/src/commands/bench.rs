@@ -68,7 +68,14 @@ pub fn run(args: BenchArgs, threads: usize) -> anyhow::Result<ExitCode> {
     // ggml's block types run on the VNNI tile of an AMX machine: its peak is the one to
     // compare their products with.
     let group = model.integer_group();
-    let int8_tile = kernels.int8_implementation(group);
+    // A GGUF file's K-quants multiply on the level's super-block tile, named where it is
+    // another (the peak is the instruction's either way).
+    let int8_tile = match kernels.int8_superblock_implementation(16) {
+        kq if model.gguf().is_some() && kq != kernels.int8_implementation(group) => {
+            format!("{} (K-quants: {kq})", kernels.int8_implementation(group))
+        }
+        _ => kernels.int8_implementation(group).to_string(),
+    };
     let int8_peak = (matmul == clef_model::MatmulMode::Int8)
         .then(|| clef_kernels::measure_int8_peak_gops_for(threads, group));
     let bf16_peak = (matmul == clef_model::MatmulMode::Bf16)
@@ -129,7 +136,7 @@ pub fn run(args: BenchArgs, threads: usize) -> anyhow::Result<ExitCode> {
                     "threads": threads, "chunk": chunk, "matmul": matmul.name(),
                     "warmup": args.warmup, "repeat": args.repeat,
                     "isa": kernels.level(),
-                    "int8_isa": int8_peak.map(|_| int8_tile),
+                    "int8_isa": int8_peak.map(|_| int8_tile.as_str()),
                     "int8_peak_gops": int8_peak,
                     "bf16_isa": bf16_peak.map(|_| kernels.implementation(Family::Bf16Tile)),
                     "bf16_peak_gflops": bf16_peak,
