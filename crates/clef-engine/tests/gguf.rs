@@ -488,6 +488,10 @@ fn nano_quantized_ggufs_keep_the_releases_answers() {
         ("nano-q8_0.gguf", MatmulMode::Int8),
         ("nano-q4_0.gguf", MatmulMode::Exact),
         ("nano-q4_0.gguf", MatmulMode::Int8),
+        // llama-quantize's Q4_K_M of nano: Q4_K and Q6_K on every backbone ffn_down (the
+        // K-quants' super-block integer path on a trained model), Q5_0 and Q8_0 elsewhere
+        ("nano-q4_k_m.gguf", MatmulMode::Exact),
+        ("nano-q4_k_m.gguf", MatmulMode::Int8),
     ];
     let quantized: Vec<Engine> = runs
         .iter()
@@ -505,7 +509,7 @@ fn nano_quantized_ggufs_keep_the_releases_answers() {
         "a file of integer-form types runs the integer product by default"
     );
     let text = std::fs::read_to_string(fixtures().join("records/nano_eval.jsonl")).unwrap();
-    let (mut questions, mut agree, mut max_dp) = (0usize, [0usize; 4], [0.0f64; 4]);
+    let (mut questions, mut agree, mut max_dp) = (0usize, [0usize; 6], [0.0f64; 6]);
     for line in text.lines() {
         let raw = clef_api::parse_json(line.as_bytes()).unwrap();
         let clef_api::Json::Object(obj) = &raw else {
@@ -560,11 +564,16 @@ fn nano_quantized_ggufs_keep_the_releases_answers() {
             max_dp[i]
         );
     }
-    for i in [2, 3] {
-        assert!(agree[i] >= 297, "Q4_0 {:?} kept {}", runs[i].1, agree[i]);
+    for i in [2, 3, 4, 5] {
+        assert!(agree[i] >= 297, "{} {:?} kept {}", runs[i].0, runs[i].1, agree[i]);
     }
     // the integer path is a different arithmetic, not the exact one again
-    assert!(max_dp[1] != max_dp[0] && max_dp[3] != max_dp[2]);
+    assert!(max_dp[1] != max_dp[0] && max_dp[3] != max_dp[2] && max_dp[5] != max_dp[4]);
+    let format = quantized[5].description().format;
+    assert!(
+        format.contains("Q4_K×") && format.contains("Q6_K×"),
+        "the Q4_K_M file holds K-quants: {format}"
+    );
 }
 
 /// What `/v1/models`, `clef bench` and the start-up log report as the stored format: the
