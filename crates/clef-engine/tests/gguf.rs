@@ -565,7 +565,13 @@ fn nano_quantized_ggufs_keep_the_releases_answers() {
         );
     }
     for i in [2, 3, 4, 5] {
-        assert!(agree[i] >= 297, "{} {:?} kept {}", runs[i].0, runs[i].1, agree[i]);
+        assert!(
+            agree[i] >= 297,
+            "{} {:?} kept {}",
+            runs[i].0,
+            runs[i].1,
+            agree[i]
+        );
     }
     // the integer path is a different arithmetic, not the exact one again
     assert!(max_dp[1] != max_dp[0] && max_dp[3] != max_dp[2] && max_dp[5] != max_dp[4]);
