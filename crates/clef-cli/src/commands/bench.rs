@@ -72,7 +72,7 @@ pub fn run(args: BenchArgs, threads: usize) -> anyhow::Result<ExitCode> {
     // another (the peak is the instruction's either way).
     let int8_tile = match kernels.int8_superblock_implementation(16) {
         kq if model.gguf().is_some() && kq != kernels.int8_implementation(group) => {
-            format!("{} (K-quants: {kq})", kernels.int8_implementation(group))
+            format!("{}; K-quants: {kq}", kernels.int8_implementation(group))
         }
         _ => kernels.int8_implementation(group).to_string(),
     };

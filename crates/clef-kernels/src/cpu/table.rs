@@ -19,7 +19,7 @@ use crate::formats::affine4::RowParts;
 use crate::formats::lut6::TABLE_LEN;
 use crate::formats::ternary::TernaryView;
 use crate::gemm::TileKernel;
-use crate::int8::tile::{Int8Tile, SuperblockEndFn, SuperblockTiles};
+use crate::int8::tile::{Int8Tile, SuperblockTiles};
 use crate::int8::CodeRange;
 use crate::weights::Block;
 use std::sync::OnceLock;
@@ -176,10 +176,8 @@ pub struct Kernels {
     pub(crate) int8_any_group_name: &'static str,
     pub(crate) int8_any_group_peak: PeakFn,
     /// The tiles of the super-block contract (`crate::int8`'s module docs); `None` where the
-    /// level runs that contract on its per-group tiles (`crate::int8::tile::run_superblocks`)
-    /// with [`Kernels::int8_superblock_end`].
+    /// level runs that contract on its per-group tiles (`crate::int8::tile::run_superblocks`).
     pub(crate) int8_superblock: Option<SuperblockTiles>,
-    pub(crate) int8_superblock_end: SuperblockEndFn,
     pub(crate) bf16_tile: Bf16Tile,
 
     // weight decoding
@@ -259,7 +257,6 @@ impl Kernels {
             int8_any_group_name: "portable",
             int8_any_group_peak: peak::int8_batch_portable,
             int8_superblock: None,
-            int8_superblock_end: int8::tile::superblock_end_portable,
             bf16_tile: crate::bf16::tile::portable_tile(),
             widen_bf16: crate::decode::bf16_scalar,
             widen_f16: crate::decode::f16_scalar,

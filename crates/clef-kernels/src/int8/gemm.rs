@@ -539,7 +539,7 @@ fn block<W: Int8Weights + ?Sized>(
                 // super-blocks (`k` is a multiple of one).
                 unsafe {
                     if layout.sb > 0 && !fused {
-                        run_superblocks(tile, kt.int8_superblock_end, &args, affine)
+                        run_superblocks(tile, &args, affine)
                     } else {
                         tile.run(&args, affine)
                     }

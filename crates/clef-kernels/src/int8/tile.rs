@@ -55,30 +55,27 @@ pub(crate) struct TileArgs {
 
 /// The super-block end of one tile under the super-block contract: `c = fma(t, sx, c)` for
 /// `mr × mp` outputs.
-pub(crate) struct SuperblockEnd {
+struct SuperblockEnd {
     /// The super-block's `t` per output: `t[a·mp + b]`.
-    pub t: *const f32,
-    pub mr: usize,
-    pub mp: usize,
-    pub c: *mut f32,
-    pub ldc: usize,
+    t: *const f32,
+    mr: usize,
+    mp: usize,
+    c: *mut f32,
+    ldc: usize,
     /// The first super-block of the product: `c` starts at +0 instead of being read.
-    pub first: bool,
+    first: bool,
     /// The super-block's activation scales, `sx[b]`.
-    pub sx: *const f32,
+    sx: *const f32,
 }
-
-pub(crate) type SuperblockEndFn = unsafe fn(&SuperblockEnd);
 
 /// The most lanes a tile has (the AVX-512 VNNI tile's 64).
 const MAX_MP: usize = 64;
 
-/// The super-block end: the portable table's (and the Arm ones') and the twin of
-/// `crate::x86::int8::superblock_end_avx2`.
+/// The super-block end of [`run_superblocks`].
 ///
 /// # Safety
 /// Every pointer must cover the extents [`SuperblockEnd`] names.
-pub(crate) unsafe fn superblock_end_portable(e: &SuperblockEnd) {
+unsafe fn superblock_end(e: &SuperblockEnd) {
     for a in 0..e.mr {
         let t = std::slice::from_raw_parts(e.t.add(a * e.mp), e.mp);
         let sx = std::slice::from_raw_parts(e.sx, e.mp);
@@ -96,21 +93,17 @@ static ONES: [f32; 16 * MAX_MP] = [1.0; 16 * MAX_MP];
 /// The super-block contract on a tile of the per-group one, for the levels without a tile of
 /// their own for it: per super-block, the tile with activation scales of 1 and the groups' code
 /// sums as its `scale · Σ codes` gives `t` exactly as the contract forms it (`sw · 1 = sw`, and
-/// `f32(dot)` is exact), written to a scratch `t`; `end` then applies the super-block's scale.
+/// `f32(dot)` is exact), written to a scratch `t`; [`superblock_end`] then applies the
+/// super-block's scale. (A call per super-block and the round trip of `t` through memory cost
+/// the AVX2 tiles a fifth of their speed, which is why x86 has tiles of the contract.)
 ///
 /// # Safety
-/// `args` must satisfy [`Int8Tile::run`] for `tile` under the super-block contract, and `end`
-/// must run on this CPU.
-pub(crate) unsafe fn run_superblocks(
-    tile: &Int8Tile,
-    end: SuperblockEndFn,
-    args: &TileArgs,
-    affine: bool,
-) {
+/// `args` must satisfy [`Int8Tile::run`] for `tile` under the super-block contract.
+pub(crate) unsafe fn run_superblocks(tile: &Int8Tile, args: &TileArgs, affine: bool) {
     let (sb, mp) = (args.sb, tile.mp);
     assert!((1..=16).contains(&sb) && args.groups.is_multiple_of(sb));
     assert!(tile.mr * mp <= 16 * MAX_MP);
-    // Written whole by each run's tile (`init`) before `end` reads it.
+    // Written whole by each run's tile (`init`) before `superblock_end` reads it.
     let mut t = std::mem::MaybeUninit::<[f32; 16 * MAX_MP]>::uninit();
     let t = t.as_mut_ptr().cast::<f32>();
     for s in 0..args.groups / sb {
@@ -132,7 +125,7 @@ pub(crate) unsafe fn run_superblocks(
             sb: 0,
         };
         tile.run(&run, affine);
-        end(&SuperblockEnd {
+        superblock_end(&SuperblockEnd {
             t,
             mr: tile.mr,
             mp,

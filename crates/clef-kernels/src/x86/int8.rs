@@ -5,7 +5,7 @@
 use super::int8_tiles::{bytes, nibbles, ymm, zmm, zmm_narrow, zmm_superblock};
 use crate::int8::decode::PLANE_BYTES;
 use crate::int8::tile::Int8Tile;
-use crate::int8::tile::{SuperblockEnd, SuperblockTiles};
+use crate::int8::tile::SuperblockTiles;
 use crate::int8::GROUP;
 use std::arch::x86_64::*;
 
@@ -115,29 +115,6 @@ pub(crate) fn avx512vnni_superblock_tiles() -> SuperblockTiles {
         nibble: tile,
         byte: tile,
         name: "avx512vnni-superblock",
-    }
-}
-
-/// The super-block end in AVX2 and FMA (twin: `crate::int8::tile::superblock_end_portable`),
-/// for the AVX-VNNI level, which runs the super-block contract on its per-group tile.
-///
-/// # Safety
-/// AVX2 and FMA must be available, the lane count a multiple of 8; see
-/// `crate::int8::tile::SuperblockEnd`.
-#[target_feature(enable = "avx2,fma")]
-pub(crate) unsafe fn superblock_end_avx2(e: &SuperblockEnd) {
-    assert!(e.mp.is_multiple_of(8));
-    for a in 0..e.mr {
-        for b0 in (0..e.mp).step_by(8) {
-            let cp = e.c.add(a * e.ldc + b0);
-            let prev = if e.first {
-                _mm256_setzero_ps()
-            } else {
-                _mm256_loadu_ps(cp)
-            };
-            let t = _mm256_loadu_ps(e.t.add(a * e.mp + b0));
-            _mm256_storeu_ps(cp, _mm256_fmadd_ps(t, _mm256_loadu_ps(e.sx.add(b0)), prev));
-        }
     }
 }
 

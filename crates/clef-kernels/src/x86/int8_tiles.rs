@@ -47,7 +47,7 @@ use finish_group_avx2;
 /// The AVX2 tiles' group end under either contract (`crate::int8`'s module docs): the
 /// per-group one ([`finish_group_avx2`]) or, with `$sb`, the super-block one, where the group
 /// adds into the super-block's `t` (`$tsum[a][v]`, from +0 at the super-block's first group)
-/// without the activation scale, which [`superblock_end_avx2`] applies once per super-block.
+/// without the activation scale, which `superblock_end_avx2!` applies once per super-block.
 macro_rules! group_end_avx2 {
     ($t:expr, $dot:expr, $a:expr, $v:expr, $g:expr, $mp:expr, $affine:expr, $sb:expr, $tsum:expr) => {{
         use std::arch::x86_64::*;
